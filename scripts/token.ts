@@ -1,0 +1,101 @@
+import { parseArgs } from 'node:util';
+import { ConfigError, parseConfig } from '../src/config';
+import { createTokensService, type TokensService } from '../src/service/tokens-service';
+import { openStore } from '../src/store/open-store';
+import type { TokenRecord } from '../src/store/plant-store';
+
+const USAGE = `Usage:
+  npm run token -- create --name NAME   create a token and print its secret once
+  npm run token -- list [--json]        list tokens (never their secrets)
+  npm run token -- revoke ID            revoke a token; it stops working at once
+The store is the one the service uses (SQLITE_PATH, as in README's configuration table).`;
+
+class UsageError extends Error {}
+
+function formatDate(date: Date | undefined): string {
+  return date === undefined ? '-' : date.toISOString();
+}
+
+function formatTable(tokens: readonly TokenRecord[]): string {
+  const rows = [
+    ['ID', 'NAME', 'CREATED', 'LAST USED', 'REVOKED'],
+    ...tokens.map((t) => [
+      t.id,
+      t.name,
+      formatDate(t.createdAt),
+      formatDate(t.lastUsedAt),
+      formatDate(t.revokedAt),
+    ]),
+  ];
+  const widths = rows[0]!.map((_, column) => Math.max(...rows.map((row) => row[column]!.length)));
+  return rows
+    .map((row) =>
+      row
+        .map((cell, column) => cell.padEnd(widths[column]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+async function run(tokens: TokensService, args: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { name: { type: 'string' }, json: { type: 'boolean', default: false } },
+  });
+  const [command, ...rest] = positionals;
+  if (command === 'create' && rest.length === 0 && values.name !== undefined) {
+    const token = await tokens.issue(values.name);
+    process.stdout.write(
+      `Created token ${token.id} (${token.name}). Its secret is shown this once; store it safely:\n${token.secret}\n`,
+    );
+    return 0;
+  }
+  if (command === 'list' && rest.length === 0 && values.name === undefined) {
+    const list = await tokens.list();
+    process.stdout.write(`${values.json ? JSON.stringify(list) : formatTable(list)}\n`);
+    return 0;
+  }
+  if (command === 'revoke' && rest.length === 1 && values.name === undefined) {
+    if (await tokens.revoke(rest[0]!)) {
+      process.stdout.write(`Revoked token ${rest[0]}.\n`);
+      return 0;
+    }
+    process.stderr.write(`No active token has the id ${rest[0]}.\n`);
+    return 1;
+  }
+  throw new UsageError(USAGE);
+}
+
+async function main(): Promise<number> {
+  try {
+    const config = parseConfig(process.env);
+    const store = await openStore(config);
+    try {
+      return await run(createTokensService({ store }), process.argv.slice(2));
+    } finally {
+      await store.close();
+    }
+  } catch (error) {
+    if (
+      error instanceof UsageError ||
+      error instanceof ConfigError ||
+      error instanceof RangeError
+    ) {
+      process.stderr.write(`${error.message}\n`);
+      return 2;
+    }
+    if (
+      error instanceof TypeError &&
+      'code' in error &&
+      String(error.code).startsWith('ERR_PARSE_ARGS')
+    ) {
+      process.stderr.write(`${error.message}\n${USAGE}\n`);
+      return 2;
+    }
+    throw error;
+  }
+}
+
+main().then((code) => process.exit(code));

@@ -1,0 +1,74 @@
+import type { SqliteSynchronous } from './store/sqlite/sqlite-plant-store';
+
+/** Everything the service reads from its environment, checked once at start. */
+export interface Config {
+  readonly production: boolean;
+  readonly host: string;
+  readonly port: number;
+  readonly bodyLimitBytes: number;
+  readonly validateResponses: boolean;
+  readonly sqlite: { readonly path: string; readonly synchronous: SqliteSynchronous };
+}
+
+/** Thrown by parseConfig with every problem found, one per line. */
+export class ConfigError extends Error {
+  constructor(readonly problems: readonly string[]) {
+    super(`Invalid configuration:\n${problems.map((problem) => `  - ${problem}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+class Reader {
+  readonly problems: string[] = [];
+  constructor(private readonly env: Env) {}
+
+  string(name: string, fallback: string): string {
+    const value = this.env[name];
+    if (value === undefined) return fallback;
+    if (value.trim() === '') this.problems.push(`${name} must not be empty`);
+    return value;
+  }
+
+  integer(name: string, fallback: number, min: number, max: number): number {
+    const value = this.env[name];
+    if (value === undefined) return fallback;
+    if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
+      this.problems.push(`${name} must be an integer from ${min} to ${max}, not "${value}"`);
+      return fallback;
+    }
+    return Number(value);
+  }
+
+  oneOf<T extends string>(name: string, fallback: T, allowed: readonly T[]): T {
+    const value = this.env[name];
+    if (value === undefined) return fallback;
+    const match = allowed.find((candidate) => candidate.toLowerCase() === value.toLowerCase());
+    if (match === undefined)
+      this.problems.push(`${name} must be one of ${allowed.join(', ')}, not "${value}"`);
+    return match ?? fallback;
+  }
+
+  boolean(name: string, fallback: boolean): boolean {
+    return this.oneOf(name, fallback ? 'true' : 'false', ['true', 'false']) === 'true';
+  }
+}
+
+/** Parses the environment; throws a ConfigError that lists every invalid value at once. */
+export function parseConfig(env: Env): Config {
+  const read = new Reader(env);
+  const config: Config = {
+    production: env['NODE_ENV'] === 'production',
+    host: read.string('HOST', '127.0.0.1'),
+    port: read.integer('PORT', 8080, 0, 65535),
+    bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 64 * 1024, 1, 16 * 1024 * 1024),
+    validateResponses: read.boolean('VALIDATE_RESPONSES', false),
+    sqlite: Object.freeze({
+      path: read.string('SQLITE_PATH', './data/plants.sqlite'),
+      synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
+    }),
+  };
+  if (read.problems.length > 0) throw new ConfigError(read.problems);
+  return Object.freeze(config);
+}

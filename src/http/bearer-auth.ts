@@ -1,0 +1,67 @@
+import type { Request, RequestHandler } from 'express';
+import { Passport } from 'passport';
+import { Strategy as BearerStrategy } from 'passport-http-bearer';
+import type { Principal } from '../service/tokens-service';
+import { HttpProblem } from './http-error';
+import { routedOperation } from './route-gate';
+
+const REALM = 'plants';
+
+/**
+ * passport-http-bearer also reads `access_token` from the body and the query string. RFC 6750
+ * section 5.3 says tokens must not travel in URLs, so the strategy is shown the header alone.
+ */
+class HeaderOnlyBearerStrategy extends BearerStrategy<
+  (token: string, done: (error: unknown, user?: Principal | false) => void) => void
+> {
+  override authenticate(req: Request, options?: object): void {
+    const header = req.headers.authorization?.trim().replace(/^(\S+)[ \t]+/, '$1 ');
+    super.authenticate(
+      { headers: header === undefined ? {} : { authorization: header } } as Request,
+      options,
+    );
+  }
+}
+
+const MESSAGES: Readonly<Record<number, string>> = {
+  400: 'The Authorization header is malformed: send "Authorization: Bearer <token>".',
+  401: 'A valid bearer token is required in the Authorization header.',
+};
+
+/** Authenticates every secured operation with a bearer token from the Authorization header only. */
+export function createBearerAuth(
+  verify: (secret: string) => Promise<Principal | undefined>,
+): RequestHandler {
+  const passport = new Passport();
+  passport.use(
+    new HeaderOnlyBearerStrategy({ realm: REALM }, (token, done) => {
+      verify(token).then((principal) => done(null, principal ?? false), done);
+    }),
+  );
+  return (req, res, next) => {
+    if (routedOperation(res)?.secured !== true) {
+      next();
+      return;
+    }
+    const authenticate = passport.authenticate(
+      'bearer',
+      { session: false },
+      (error: unknown, principal: Principal | false, challenge?: unknown, status?: number) => {
+        if (error) return next(error);
+        if (principal) {
+          req.user = principal;
+          return next();
+        }
+        const code = status ?? 401;
+        const header =
+          typeof challenge === 'string'
+            ? challenge
+            : `Bearer realm="${REALM}", error="invalid_request"`;
+        next(
+          new HttpProblem(code, MESSAGES[code] ?? MESSAGES[401]!, { 'WWW-Authenticate': header }),
+        );
+      },
+    ) as RequestHandler;
+    authenticate(req, res, next);
+  };
+}

@@ -1,0 +1,84 @@
+import express, { type RequestHandler, type Response } from 'express';
+import { HttpProblem } from './http-error';
+import { JsonSyntaxError, parseJson, type ParsedJson } from './lossless-json';
+import { routedOperation } from './route-gate';
+
+/** The lossless parse of the request body, for reading exact numbers; set by the JSON body reader. */
+export function parsedBody(res: Response): ParsedJson | undefined {
+  return res.locals['parsedBody'] as ParsedJson | undefined;
+}
+
+const NOT_JSON = 'The request body must be application/json in UTF-8.';
+const REQUIRED = 'A JSON request body is required.';
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+function checkMediaType(header: string | undefined, hasContent: boolean): void {
+  if (header === undefined) {
+    throw hasContent ? new HttpProblem(415, NOT_JSON) : new HttpProblem(400, REQUIRED);
+  }
+  const [type = '', ...parameters] = header.split(';');
+  if (type.trim().toLowerCase() !== 'application/json') throw new HttpProblem(415, NOT_JSON);
+  for (const parameter of parameters) {
+    const [name = '', value = ''] = parameter
+      .split('=', 2)
+      .map((part) => part.trim().toLowerCase());
+    if (name === 'charset' && value.replace(/^"(.*)"$/, '$1') !== 'utf-8') {
+      throw new HttpProblem(415, NOT_JSON);
+    }
+  }
+}
+
+function decodeUtf8(body: Buffer): string {
+  try {
+    return utf8.decode(body);
+  } catch {
+    throw new HttpProblem(400, 'The request body is not valid UTF-8.');
+  }
+}
+
+/**
+ * Reads the body of operations that take one, after authentication: media type (415), then size
+ * (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired surrogates, over-deep nesting).
+ */
+export function createJsonBody({ limit }: { limit: number }): RequestHandler {
+  const readRaw = express.raw({ type: () => true, limit, inflate: false });
+  const tooLarge = `The request body is larger than ${limit} bytes.`;
+  return (req, res, next) => {
+    if (routedOperation(res)?.hasRequestBody !== true) {
+      next();
+      return;
+    }
+    const length = req.headers['content-length'];
+    const chunked = req.headers['transfer-encoding'] !== undefined;
+    checkMediaType(
+      req.headers['content-type'],
+      chunked || (length !== undefined && length !== '0'),
+    );
+    const encoding = req.headers['content-encoding']?.trim().toLowerCase();
+    if (encoding !== undefined && encoding !== 'identity') {
+      throw new HttpProblem(415, 'The request body must not have a Content-Encoding.');
+    }
+    if (length !== undefined && Number(length) > limit) throw new HttpProblem(413, tooLarge);
+    readRaw(req, res, (error?: unknown) => {
+      if (error !== undefined) {
+        const status = (error as { status?: number }).status;
+        next(status === 413 ? new HttpProblem(413, tooLarge) : error);
+        return;
+      }
+      try {
+        const body = req.body instanceof Buffer ? decodeUtf8(req.body) : '';
+        if (body.trim() === '') throw new HttpProblem(400, REQUIRED);
+        const parsed = parseJson(body);
+        req.body = parsed.value;
+        res.locals['parsedBody'] = parsed;
+        next();
+      } catch (cause) {
+        next(
+          cause instanceof JsonSyntaxError
+            ? new HttpProblem(400, `The request body is not valid JSON: ${cause.message}.`)
+            : cause,
+        );
+      }
+    });
+  };
+}

@@ -1,0 +1,49 @@
+import type { RequestHandler } from 'express';
+import type { PlantsService } from '../service/plants-service';
+import { HttpProblem } from './http-error';
+import { INT64_MAX, INT64_MIN, int64FromJsonNumber, parseCanonicalInt64 } from './int64';
+import { parsedBody } from './json-body';
+import type { Body, Json, OperationId } from './openapi-types';
+
+const RANGE = `between ${INT64_MIN} and ${INT64_MAX}`;
+
+/** The exact id from the body's source text: the validator only sees a JS number, which rounds above 2^53. */
+function bodyId(raw: string | undefined): bigint {
+  const id = raw === undefined ? undefined : int64FromJsonNumber(raw);
+  if (id?.ok === true) return id.value;
+  const problem = id?.reason === 'out-of-range' ? `must be ${RANGE}` : 'must be an integer';
+  throw new HttpProblem(400, `request/body/id ${problem}`);
+}
+
+function pathId(segment: unknown): bigint {
+  const id = typeof segment === 'string' ? parseCanonicalInt64(segment) : undefined;
+  if (id === undefined) {
+    throw new HttpProblem(
+      400,
+      `request/params/id must be a decimal integer ${RANGE}, without a plus sign or leading zeros`,
+    );
+  }
+  return id;
+}
+
+/** Thin handlers for the plant operations: read the exact input, call the service, answer. */
+export function createPlantsHandlers(
+  plants: PlantsService,
+): Readonly<Record<Extract<OperationId, 'createPlant' | 'deletePlant'>, RequestHandler>> {
+  return {
+    async createPlant(req, res) {
+      const body = req.body as Body<'createPlant'>;
+      const id = bodyId(parsedBody(res)?.numberSource(body, 'id'));
+      const plant = await plants.create({
+        id,
+        name: body.name,
+        ...(body.tag === undefined ? {} : { tag: body.tag }),
+      });
+      res.status(200).json(plant satisfies Json<'createPlant', 200>);
+    },
+    async deletePlant(req, res) {
+      await plants.delete(pathId(req.params['id']));
+      res.status(204).end();
+    },
+  };
+}

@@ -1,0 +1,41 @@
+import type { RequestHandler, Response } from 'express';
+import { HttpProblem } from './http-error';
+import type { OperationInfo, RouteInfo } from './openapi-document';
+
+/** The contract operation a request was routed to, set by the route gate. */
+export function routedOperation(res: Response): OperationInfo | undefined {
+  return res.locals['operation'] as OperationInfo | undefined;
+}
+
+function allowedMethods(route: RouteInfo): string {
+  const methods = [...route.operations.keys()];
+  if (methods.includes('GET') && !methods.includes('HEAD')) methods.push('HEAD');
+  return methods.join(', ');
+}
+
+/**
+ * Answers 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
+ * not have on that path, before authentication, so routing never depends on credentials.
+ */
+export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
+  return (req, res, next) => {
+    const route = routes.find((candidate) => candidate.pattern.test(req.path));
+    if (route === undefined) {
+      throw new HttpProblem(404, `No resource at ${req.path}.`);
+    }
+    const method = req.method === 'HEAD' && !route.operations.has('HEAD') ? 'GET' : req.method;
+    const operation = route.operations.get(method);
+    if (operation === undefined) {
+      const allow = allowedMethods(route);
+      throw new HttpProblem(
+        405,
+        `${req.method} is not allowed on ${route.template}; allowed: ${allow}.`,
+        {
+          Allow: allow,
+        },
+      );
+    }
+    res.locals['operation'] = operation;
+    next();
+  };
+}

@@ -1,0 +1,56 @@
+/** A plant as the caller creates it; the id is exact over the whole int64 range. */
+export interface NewPlant {
+  readonly id: bigint;
+  readonly name: string;
+  readonly tag?: string;
+}
+
+/** A stored plant as the API shows it: every field but the id. */
+export interface Plant {
+  readonly name: string;
+  readonly tag?: string;
+}
+
+/** What is stored of an API token: never the secret, only its SHA-256 hash. */
+export interface NewToken {
+  readonly id: string;
+  readonly name: string;
+  readonly hash: string;
+  readonly createdAt: Date;
+}
+
+/** An API token as listed to operators. */
+export interface TokenRecord {
+  readonly id: string;
+  readonly name: string;
+  readonly createdAt: Date;
+  readonly lastUsedAt?: Date;
+  readonly revokedAt?: Date;
+}
+
+/**
+ * The storage behind the service. Each method is one unit of work; absence is reported in the
+ * return value, never as an exception, and the service decides whether it is an error.
+ */
+export interface PlantStore {
+  /** Stores the plant and returns it, or returns undefined when its id is taken. */
+  createPlant(plant: NewPlant): Promise<Plant | undefined>;
+  /** Removes the plant and returns true, or returns false when no plant has the id. */
+  deletePlant(id: bigint): Promise<boolean>;
+  /** Stores a new token. */
+  insertToken(token: NewToken): Promise<void>;
+  /** The token with this hash unless it is revoked, or undefined. */
+  findActiveToken(hash: string): Promise<TokenRecord | undefined>;
+  /** Records that the token was used at the given time. */
+  touchToken(id: string, at: Date): Promise<void>;
+  /** Every token, revoked ones included, oldest first. */
+  listTokens(): Promise<TokenRecord[]>;
+  /** Revokes the token and returns true, or returns false when no active token has the id. */
+  revokeToken(id: string, at: Date): Promise<boolean>;
+  /** How many tokens are not revoked. */
+  countActiveTokens(): Promise<number>;
+  /** Resolves when the store answers a trivial query. */
+  ping(): Promise<void>;
+  /** Releases the store's resources; no method may be called afterwards. */
+  close(): Promise<void>;
+}

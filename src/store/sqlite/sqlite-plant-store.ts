@@ -1,0 +1,127 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
+import { sqliteMigrations } from './migrations';
+
+/** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
+export type SqliteSynchronous = 'FULL' | 'NORMAL';
+
+export interface SqliteStoreOptions {
+  readonly path: string;
+  readonly synchronous: SqliteSynchronous;
+}
+
+interface TokenRow {
+  id: string;
+  name: string;
+  created_at: number;
+  last_used_at: number | null;
+  revoked_at: number | null;
+}
+
+function tokenRowToRecord(row: TokenRow): TokenRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    createdAt: new Date(row.created_at),
+    ...(row.last_used_at === null ? {} : { lastUsedAt: new Date(row.last_used_at) }),
+    ...(row.revoked_at === null ? {} : { revokedAt: new Date(row.revoked_at) }),
+  };
+}
+
+function migrate(db: Database.Database): void {
+  db.exec(
+    'CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at INTEGER NOT NULL)',
+  );
+  db.transaction(() => {
+    const row = db.prepare('SELECT MAX(version) AS version FROM schema_version').get() as {
+      version: number | null;
+    };
+    for (let version = (row.version ?? 0) + 1; version <= sqliteMigrations.length; version++) {
+      db.exec(sqliteMigrations[version - 1] as string);
+      db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (?, ?)').run(
+        version,
+        Date.now(),
+      );
+    }
+  }).immediate();
+}
+
+/** Opens (creating if needed) the SQLite database file, applies pending migrations and returns the store over it. */
+export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
+  fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true });
+  const db = new Database(options.path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.synchronous}`);
+    db.pragma('busy_timeout = 5000');
+    migrate(db);
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+  return createSqlitePlantStore(db);
+}
+
+/** The PlantStore over an open, migrated better-sqlite3 database. */
+export function createSqlitePlantStore(db: Database.Database): PlantStore {
+  const insertPlant = db.prepare(
+    'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',
+  );
+  const deletePlant = db.prepare('DELETE FROM plants WHERE id = ?');
+  const insertToken = db.prepare(
+    'INSERT INTO tokens (id, name, hash, created_at) VALUES (@id, @name, @hash, @createdAt)',
+  );
+  const tokenColumns = 'id, name, created_at, last_used_at, revoked_at';
+  const findActiveToken = db.prepare(
+    `SELECT ${tokenColumns} FROM tokens WHERE hash = ? AND revoked_at IS NULL`,
+  );
+  const touchToken = db.prepare('UPDATE tokens SET last_used_at = ? WHERE id = ?');
+  const listTokens = db.prepare(`SELECT ${tokenColumns} FROM tokens ORDER BY created_at, id`);
+  const revokeToken = db.prepare(
+    'UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL',
+  );
+  const countActiveTokens = db
+    .prepare('SELECT COUNT(*) FROM tokens WHERE revoked_at IS NULL')
+    .pluck();
+  const ping = db.prepare('SELECT 1').pluck();
+
+  return {
+    async createPlant(plant) {
+      const { changes } = insertPlant.run(plant.id, plant.name, plant.tag ?? null);
+      if (changes === 0) return undefined;
+      const stored: Plant =
+        plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+      return stored;
+    },
+    async deletePlant(id) {
+      return deletePlant.run(id).changes === 1;
+    },
+    async insertToken(token: NewToken) {
+      insertToken.run({ ...token, createdAt: token.createdAt.getTime() });
+    },
+    async findActiveToken(hash) {
+      const row = findActiveToken.get(hash) as TokenRow | undefined;
+      return row === undefined ? undefined : tokenRowToRecord(row);
+    },
+    async touchToken(id, at) {
+      touchToken.run(at.getTime(), id);
+    },
+    async listTokens() {
+      return (listTokens.all() as TokenRow[]).map(tokenRowToRecord);
+    },
+    async revokeToken(id, at) {
+      return revokeToken.run(at.getTime(), id).changes === 1;
+    },
+    async countActiveTokens() {
+      return countActiveTokens.get() as number;
+    },
+    async ping() {
+      ping.get();
+    },
+    async close() {
+      db.close();
+    },
+  };
+}

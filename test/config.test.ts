@@ -1,0 +1,146 @@
+import { ConfigError, parseConfig, type Config } from '../src/config';
+
+/** The ConfigError parseConfig throws for this environment; fails the test when it returns. */
+function configErrorOf(env: Record<string, string>): ConfigError {
+  try {
+    parseConfig(env);
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error(`parseConfig accepted ${JSON.stringify(env)}`);
+}
+
+const DEFAULTS: Config = {
+  production: false,
+  host: '127.0.0.1',
+  port: 8080,
+  bodyLimitBytes: 65536,
+  validateResponses: false,
+  sqlite: { path: './data/plants.sqlite', synchronous: 'FULL' },
+};
+
+describe('parseConfig', () => {
+  describe('defaults', () => {
+    it('returns the defaults for an empty environment', () => {
+      expect(parseConfig({})).toStrictEqual(DEFAULTS);
+    });
+
+    it('ignores variables it does not know', () => {
+      expect(parseConfig({ PATH: '/usr/bin', DATABASE_URL: 'postgres://x' })).toStrictEqual(
+        DEFAULTS,
+      );
+    });
+
+    it('returns a deeply frozen object', () => {
+      const config = parseConfig({});
+      expect(Object.isFrozen(config)).toBe(true);
+      expect(Object.isFrozen(config.sqlite)).toBe(true);
+    });
+  });
+
+  describe('valid values', () => {
+    it('reads every variable', () => {
+      expect(
+        parseConfig({
+          NODE_ENV: 'production',
+          HOST: '0.0.0.0',
+          PORT: '3000',
+          BODY_LIMIT_BYTES: '1024',
+          VALIDATE_RESPONSES: 'true',
+          SQLITE_PATH: '/var/lib/plants/plants.sqlite',
+          SQLITE_SYNCHRONOUS: 'NORMAL',
+        }),
+      ).toStrictEqual({
+        production: true,
+        host: '0.0.0.0',
+        port: 3000,
+        bodyLimitBytes: 1024,
+        validateResponses: true,
+        sqlite: { path: '/var/lib/plants/plants.sqlite', synchronous: 'NORMAL' },
+      });
+    });
+
+    it.each([
+      ['production', true],
+      ['development', false],
+      ['test', false],
+    ])('sets production from NODE_ENV=%s to %p', (value, production) => {
+      expect(parseConfig({ NODE_ENV: value }).production).toBe(production);
+    });
+
+    it.each([
+      ['0', 0],
+      ['1', 1],
+      ['65535', 65535],
+    ])('accepts PORT=%s as %i', (value, port) => {
+      expect(parseConfig({ PORT: value }).port).toBe(port);
+    });
+
+    it.each([
+      ['1', 1],
+      ['16777216', 16 * 1024 * 1024],
+    ])('accepts BODY_LIMIT_BYTES=%s as %i', (value, bytes) => {
+      expect(parseConfig({ BODY_LIMIT_BYTES: value }).bodyLimitBytes).toBe(bytes);
+    });
+
+    it.each([
+      ['FULL', 'FULL'],
+      ['NORMAL', 'NORMAL'],
+      ['normal', 'NORMAL'],
+    ])('accepts SQLITE_SYNCHRONOUS=%s as %s', (value, synchronous) => {
+      expect(parseConfig({ SQLITE_SYNCHRONOUS: value }).sqlite.synchronous).toBe(synchronous);
+    });
+
+    it.each([
+      ['true', true],
+      ['false', false],
+      ['TRUE', true],
+    ])('accepts VALIDATE_RESPONSES=%s as %p', (value, validateResponses) => {
+      expect(parseConfig({ VALIDATE_RESPONSES: value }).validateResponses).toBe(validateResponses);
+    });
+  });
+
+  describe('invalid values', () => {
+    it.each([
+      ['PORT', 'abc', 'PORT must be an integer from 0 to 65535, not "abc"'],
+      ['PORT', '-1', 'PORT must be an integer from 0 to 65535, not "-1"'],
+      ['PORT', '65536', 'PORT must be an integer from 0 to 65535, not "65536"'],
+      ['PORT', '8080.5', 'PORT must be an integer from 0 to 65535, not "8080.5"'],
+      ['PORT', '', 'PORT must be an integer from 0 to 65535, not ""'],
+      ['BODY_LIMIT_BYTES', '0', 'BODY_LIMIT_BYTES must be an integer from 1 to 16777216, not "0"'],
+      ['SQLITE_SYNCHRONOUS', 'OFF', 'SQLITE_SYNCHRONOUS must be one of FULL, NORMAL, not "OFF"'],
+      ['VALIDATE_RESPONSES', 'yes', 'VALIDATE_RESPONSES must be one of true, false, not "yes"'],
+      ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
+      ['HOST', '  ', 'HOST must not be empty'],
+    ])('rejects %s=%j with a ConfigError naming the problem', (name, value, problem) => {
+      const error = configErrorOf({ [name]: value });
+
+      expect(error.problems).toStrictEqual([problem]);
+      expect(error.message).toBe(`Invalid configuration:\n  - ${problem}`);
+      expect(error.name).toBe('ConfigError');
+    });
+
+    it('lists every invalid value in one ConfigError', () => {
+      const error = configErrorOf({
+        PORT: 'abc',
+        BODY_LIMIT_BYTES: '0',
+        SQLITE_SYNCHRONOUS: 'OFF',
+        VALIDATE_RESPONSES: 'yes',
+        SQLITE_PATH: '',
+        HOST: '127.0.0.1',
+      });
+
+      expect(error.problems).toHaveLength(5);
+      for (const name of [
+        'PORT',
+        'BODY_LIMIT_BYTES',
+        'SQLITE_SYNCHRONOUS',
+        'VALIDATE_RESPONSES',
+        'SQLITE_PATH',
+      ]) {
+        expect(error.message).toContain(`  - ${name} must`);
+      }
+    });
+  });
+});

@@ -1,0 +1,102 @@
+import request from 'supertest';
+import { buildTestApp, expectError, type TestApp } from '../support/test-app';
+
+let t: TestApp;
+beforeEach(async () => {
+  t = await buildTestApp();
+});
+afterEach(async () => {
+  expect(t.errors).toEqual([]);
+  await t.close();
+});
+
+const CHALLENGE = 'Bearer realm="plants"';
+const INVALID = 'Bearer realm="plants", error="invalid_token"';
+const body = '{"id": 1, "name": "a"}';
+const post = () => request(t.app).post('/plants').set('Content-Type', 'application/json');
+
+/** Proves the plant with id 1 was not stored. */
+async function expectNothingStored(): Promise<void> {
+  const res = await request(t.app).delete('/plants/1').set('Authorization', `Bearer ${t.token}`);
+  expect(res.status).toBe(404);
+}
+
+describe('authentication', () => {
+  it('returns 401 with a bare challenge when no Authorization header is sent', async () => {
+    const res = await post().send(body);
+    expectError(res, 401, /bearer token/);
+    expect(res.headers['www-authenticate']).toBe(CHALLENGE);
+    await expectNothingStored();
+  });
+
+  it('returns 401 on DELETE without a token', async () => {
+    const res = await request(t.app).delete('/plants/1');
+    expectError(res, 401);
+    expect(res.headers['www-authenticate']).toBe(CHALLENGE);
+  });
+
+  it('returns 401 with error="invalid_token" for an unknown token', async () => {
+    const res = await post().set('Authorization', 'Bearer plnt_unknown').send(body);
+    expectError(res, 401);
+    expect(res.headers['www-authenticate']).toBe(INVALID);
+    await expectNothingStored();
+  });
+
+  it('returns 401 for another scheme', async () => {
+    const res = await post()
+      .set('Authorization', `Basic ${Buffer.from('a:b').toString('base64')}`)
+      .send(body);
+    expectError(res, 401);
+    expect(res.headers['www-authenticate']).toBe(CHALLENGE);
+  });
+
+  it('returns 400 with error="invalid_request" for a malformed bearer header', async () => {
+    for (const header of ['Bearer', 'Bearer a b']) {
+      const res = await post().set('Authorization', header).send(body);
+      expectError(res, 400, /Authorization header is malformed/);
+      expect(res.headers['www-authenticate']).toBe(
+        'Bearer realm="plants", error="invalid_request"',
+      );
+    }
+    await expectNothingStored();
+  });
+
+  it('accepts the scheme word in any case and extra spaces before the token', async () => {
+    expect((await post().set('Authorization', `bEaReR ${t.token}`).send(body)).status).toBe(200);
+    expect(
+      (await request(t.app).delete('/plants/1').set('Authorization', `BEARER   ${t.token}`)).status,
+    ).toBe(204);
+  });
+
+  it('never accepts a token from the query string (RFC 6750 section 5.3)', async () => {
+    const res = await post().query({ access_token: t.token }).send(body);
+    expectError(res, 401);
+    expect(res.headers['www-authenticate']).toBe(CHALLENGE);
+    await expectNothingStored();
+  });
+
+  it('never accepts a token from the body', async () => {
+    const res = await post().send(JSON.stringify({ id: 1, name: 'a', access_token: t.token }));
+    expectError(res, 401);
+    await expectNothingStored();
+  });
+
+  it('rejects a revoked token on the very next request', async () => {
+    const issued = await t.tokens.issue('short-lived');
+    expect((await post().set('Authorization', `Bearer ${issued.secret}`).send(body)).status).toBe(
+      200,
+    );
+    expect(await t.tokens.revoke(issued.id)).toBe(true);
+    const res = await request(t.app)
+      .delete('/plants/1')
+      .set('Authorization', `Bearer ${issued.secret}`);
+    expectError(res, 401);
+    expect(res.headers['www-authenticate']).toBe(INVALID);
+  });
+
+  it('answers 401 before reading the body, even when the body is invalid or too large', async () => {
+    expectError(await post().send('{not json'), 401);
+    expectError(await post().set('Content-Type', 'text/plain').send('x'), 401);
+    expectError(await post().send('x'.repeat(1024 * 1024)), 401);
+  });
+});

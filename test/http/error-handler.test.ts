@@ -1,0 +1,26 @@
+import request from 'supertest';
+import { buildTestApp, expectError, type TestApp } from '../support/test-app';
+
+let t: TestApp;
+beforeEach(async () => {
+  t = await buildTestApp();
+});
+afterEach(async () => {
+  await t.close();
+});
+
+describe('unexpected failures', () => {
+  it('answer 500 with a generic Error body that leaks no stack, SQL or path, and are logged', async () => {
+    // The database goes away underneath the running app.
+    await t.store.close();
+
+    const res = await request(t.app)
+      .post('/plants')
+      .set('Authorization', `Bearer ${t.token}`)
+      .send({ id: 1, name: 'a' });
+    expectError(res, 500, /^Internal server error\.$/);
+    expect(res.text).not.toMatch(/sqlite|database|\/tmp|at .*\.ts|Error:/i);
+    expect(t.errors).toHaveLength(1);
+    expect(t.errors[0]).toMatch(/database connection is not open/);
+  });
+});

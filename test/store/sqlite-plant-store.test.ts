@@ -1,0 +1,228 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { PlantStore } from '../../src/store/plant-store';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations';
+import {
+  openSqlitePlantStore,
+  type SqliteSynchronous,
+} from '../../src/store/sqlite/sqlite-plant-store';
+import { describePlantStoreContract } from './plant-store.contract';
+
+function makeTempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-'));
+}
+
+describePlantStoreContract('SQLite file', async () => {
+  const dir = makeTempDir();
+  const store = openSqlitePlantStore({
+    path: path.join(dir, 'plants.sqlite'),
+    synchronous: 'FULL',
+  });
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+});
+
+describe('openSqlitePlantStore', () => {
+  let dir: string;
+  let file: string;
+  const opened: PlantStore[] = [];
+  const readers: Database.Database[] = [];
+
+  function open(synchronous: SqliteSynchronous = 'FULL', at = file): PlantStore {
+    const store = openSqlitePlantStore({ path: at, synchronous });
+    opened.push(store);
+    return store;
+  }
+
+  async function close(store: PlantStore): Promise<void> {
+    opened.splice(opened.indexOf(store), 1);
+    await store.close();
+  }
+
+  /** A second, read-only connection to the file, as another process would have. */
+  function inspect(at = file): Database.Database {
+    const reader = new Database(at, { readonly: true, fileMustExist: true });
+    readers.push(reader);
+    return reader;
+  }
+
+  function schemaVersions(): unknown[] {
+    return inspect()
+      .prepare('SELECT version, applied_at FROM schema_version ORDER BY version')
+      .all();
+  }
+
+  beforeEach(() => {
+    dir = makeTempDir();
+    file = path.join(dir, 'plants.sqlite');
+  });
+
+  afterEach(async () => {
+    jest.restoreAllMocks();
+    for (const reader of readers.splice(0)) reader.close();
+    for (const store of opened.splice(0)) await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  describe('the database file', () => {
+    it('creates the file when it does not exist', () => {
+      open();
+
+      expect(fs.statSync(file).isFile()).toBe(true);
+    });
+
+    it('creates the missing directories above the file', () => {
+      const nested = path.join(dir, 'not', 'yet', 'there', 'plants.sqlite');
+
+      open('FULL', nested);
+
+      expect(fs.statSync(nested).isFile()).toBe(true);
+    });
+
+    it('throws SQLITE_CANTOPEN when the path is a directory', () => {
+      expect(() => open('FULL', dir)).toThrow(
+        expect.objectContaining({ code: 'SQLITE_CANTOPEN' }) as Error,
+      );
+    });
+  });
+
+  describe('pragmas', () => {
+    it('puts the file in WAL journal mode', () => {
+      open();
+
+      expect(inspect().pragma('journal_mode', { simple: true })).toBe('wal');
+    });
+
+    // synchronous belongs to a connection and is not stored in the file, so a second connection
+    // only shows its own default; the store's own connection is the one that has to be asked.
+    it.each<[SqliteSynchronous, number]>([
+      ['FULL', 2],
+      ['NORMAL', 1],
+    ])('sets synchronous to %s (%i) on the store connection', (synchronous, level) => {
+      const pragma = jest.spyOn(Database.prototype, 'pragma');
+      open(synchronous);
+      const connection = pragma.mock.contexts[0] as Database.Database;
+
+      expect(connection.pragma('synchronous', { simple: true })).toBe(level);
+    });
+  });
+
+  describe('migrations', () => {
+    it('records each migration once in schema_version', () => {
+      open();
+
+      expect(schemaVersions()).toStrictEqual(
+        sqliteMigrations.map((_, i) => ({ version: i + 1, applied_at: expect.any(Number) })),
+      );
+    });
+
+    it('does not re-apply migrations when an existing file is reopened', async () => {
+      await close(open());
+      const before = schemaVersions();
+
+      await close(open());
+      open();
+
+      expect(schemaVersions()).toStrictEqual(before);
+      expect(before).toHaveLength(sqliteMigrations.length);
+    });
+  });
+
+  describe('durability', () => {
+    it('keeps plants and tokens after close and reopen', async () => {
+      const first = open();
+      await first.createPlant({ id: 9007199254740993n, name: 'Monstera' });
+      const token = {
+        id: '0123456789ab',
+        name: 'laptop',
+        hash: 'f'.repeat(64),
+        createdAt: new Date('2024-03-01T10:20:30.123Z'),
+      };
+      await first.insertToken(token);
+      await close(first);
+
+      const reopened = open();
+
+      expect(await reopened.createPlant({ id: 9007199254740993n, name: 'Other' })).toBeUndefined();
+      expect(await reopened.findActiveToken(token.hash)).toStrictEqual({
+        id: token.id,
+        name: token.name,
+        createdAt: token.createdAt,
+      });
+    });
+
+    it('stores ids, names and tags exactly as given, and a refused duplicate changes nothing', async () => {
+      const store = open();
+      const name = 'Cafe\u0301 🌵 多肉植物 ' + String.fromCodePoint(0x1f331).repeat(100);
+      await store.createPlant({ id: -9223372036854775808n, name, tag: '👩‍🌾' });
+      await store.createPlant({ id: 9223372036854775807n, name: 'untagged' });
+      await store.createPlant({ id: 9223372036854775807n, name: 'duplicate', tag: 'x' });
+
+      const rows = inspect()
+        .prepare('SELECT id, name, tag FROM plants ORDER BY id')
+        .safeIntegers(true)
+        .all();
+
+      expect(rows).toStrictEqual([
+        { id: -9223372036854775808n, name, tag: '👩‍🌾' },
+        { id: 9223372036854775807n, name: 'untagged', tag: null },
+      ]);
+    });
+  });
+
+  describe('two stores on the same file', () => {
+    it('each sees the plants the other created and deleted', async () => {
+      const first = open();
+      const second = open();
+
+      await first.createPlant({ id: 1n, name: 'Monstera' });
+      await second.createPlant({ id: 2n, name: 'Cactus' });
+
+      expect(await first.createPlant({ id: 2n, name: 'Cactus' })).toBeUndefined();
+      expect(await second.deletePlant(1n)).toBe(true);
+      expect(await first.deletePlant(1n)).toBe(false);
+    });
+
+    it('refuses through the second store an id created through the first', async () => {
+      const first = open();
+      const second = open();
+      await first.createPlant({ id: 9223372036854775807n, name: 'Monstera' });
+
+      expect(
+        await second.createPlant({ id: 9223372036854775807n, name: 'Cactus' }),
+      ).toBeUndefined();
+    });
+
+    it('each sees the tokens the other inserted, touched and revoked', async () => {
+      const first = open();
+      const second = open();
+      const createdAt = new Date('2024-03-01T10:20:30.123Z');
+      const lastUsedAt = new Date('2024-03-02T10:20:30.456Z');
+      await first.insertToken({
+        id: '0123456789ab',
+        name: 'laptop',
+        hash: 'a'.repeat(64),
+        createdAt,
+      });
+      await second.touchToken('0123456789ab', lastUsedAt);
+
+      expect(await first.findActiveToken('a'.repeat(64))).toStrictEqual({
+        id: '0123456789ab',
+        name: 'laptop',
+        createdAt,
+        lastUsedAt,
+      });
+
+      expect(await second.revokeToken('0123456789ab', lastUsedAt)).toBe(true);
+      expect(await first.findActiveToken('a'.repeat(64))).toBeUndefined();
+      expect(await first.countActiveTokens()).toBe(0);
+    });
+  });
+});

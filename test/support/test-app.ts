@@ -1,0 +1,76 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Express } from 'express';
+import type { Response } from 'supertest';
+import { createApp, type AppDeps } from '../../src/app';
+import { loadOpenApiDocument } from '../../src/http/openapi-document';
+import type { Logger } from '../../src/logger';
+import { createPlantsService } from '../../src/service/plants-service';
+import { createTokensService, type TokensService } from '../../src/service/tokens-service';
+import type { PlantStore } from '../../src/store/plant-store';
+import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
+
+export const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
+
+export interface TestApp {
+  readonly app: Express;
+  /** A real bearer secret issued through the token service. */
+  readonly token: string;
+  readonly store: PlantStore;
+  readonly tokens: TokensService;
+  /** What the app logged at error level (unexpected failures). */
+  readonly errors: string[];
+  close(): Promise<void>;
+}
+
+/** The real app over a real SQLite file in a fresh temp dir, with a real token and response validation on. */
+export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<TestApp> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-test-'));
+  const store = openSqlitePlantStore({
+    path: path.join(dir, 'plants.sqlite'),
+    synchronous: 'FULL',
+  });
+  const tokens = createTokensService({ store });
+  const { secret } = await tokens.issue('test');
+  const errors: string[] = [];
+  const logger: Logger = {
+    info() {},
+    error: (message, fields) => errors.push(`${message} ${JSON.stringify(fields)}`),
+  };
+  const app = createApp({
+    document: loadOpenApiDocument(SPEC_PATH),
+    plants: createPlantsService({ store }),
+    tokens,
+    logger,
+    bodyLimitBytes: 64 * 1024,
+    validateResponses: true,
+    ...overrides,
+  });
+  return {
+    app,
+    token: secret,
+    store,
+    tokens,
+    errors,
+    async close() {
+      await store.close().catch(() => undefined);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Asserts the contract's error answer: the status, JSON, exactly {error, message}, error equal to the status. */
+export function expectError(res: Response, status: number, message?: string | RegExp): void {
+  expect(res.status).toBe(status);
+  expect(res.headers['content-type']).toMatch(/^application\/json(;|$)/);
+  expect(res.headers['x-content-type-options']).toBe('nosniff');
+  expect(Object.keys(res.body as object).sort()).toEqual(['error', 'message']);
+  expect(res.body.error).toBe(status);
+  expect(typeof res.body.message).toBe('string');
+  expect(res.body.message.length).toBeGreaterThan(0);
+  if (message !== undefined) expect(res.body.message).toMatch(message);
+}
+
+/** For supertest's `.serialize()`: sends a Buffer body byte for byte, whatever the Content-Type says. */
+export const sendBytesAsIs = ((bytes: Buffer) => bytes) as unknown as (body: unknown) => string;
