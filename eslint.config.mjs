@@ -35,7 +35,10 @@ export default tseslint.config(
   },
   { files: ['src/http/**'], rules: forbid('**/app', '**/config', '**/store/sqlite/**') },
   {
-    files: ['jest.config.js'],
-    languageOptions: { sourceType: 'commonjs', globals: { module: 'writable' } },
+    files: ['jest.config.js', 'test/**/*.js'],
+    languageOptions: {
+      sourceType: 'commonjs',
+      globals: { module: 'writable', process: 'readonly', __dirname: 'readonly' },
+    },
   },
 );

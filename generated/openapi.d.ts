@@ -70,6 +70,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/readyz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Readiness probe
+         * @description Answers 200 when the store answers a trivial query, and 503 while it does not (for
+         *     example while PostgreSQL is unreachable). A load balancer sends traffic only to
+         *     instances that answer 200 here.
+         */
+        get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/openapi.yaml": {
         parameters: {
             query?: never;
@@ -117,12 +139,13 @@ export interface components {
         /** @description The fields a plant has; shared by `Plant` and `NewPlant`. */
         PlantFields: {
             /**
-             * @description The plant's name, 1 to 255 Unicode code points, stored and answered exactly.
+             * @description The plant's name, 1 to 255 Unicode code points, stored and answered exactly. It may not
+             *     contain U+0000, which PostgreSQL text cannot hold.
              * @example Monstera deliciosa
              */
             name: string;
             /**
-             * @description An optional tag, 1 to 255 Unicode code points.
+             * @description An optional tag, 1 to 255 Unicode code points, without U+0000.
              * @example tropical
              */
             tag?: string;
@@ -151,6 +174,11 @@ export interface components {
              * @example No plant has the id 42.
              */
             message: string;
+        };
+        /** @description The readiness probe's answer. */
+        Readiness: {
+            /** @constant */
+            status: "ready";
         };
         /** @description The liveness probe's answer. */
         Health: {
@@ -254,6 +282,29 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The store cannot be reached or is overloaded. Nothing was changed unless the store had
+         *     already committed; the request may be retried after the time in `Retry-After`.
+         */
+        ServiceUnavailable: {
+            headers: {
+                /**
+                 * @description Seconds to wait before retrying.
+                 * @example 1
+                 */
+                "Retry-After": number;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": 503,
+                 *       "message": "The store is unavailable; try again shortly."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description An unexpected failure; the message never carries internal details. */
         InternalError: {
             headers: {
@@ -312,6 +363,7 @@ export interface operations {
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     deletePlant: {
@@ -340,6 +392,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getHealth: {
@@ -366,6 +419,33 @@ export interface operations {
                 };
             };
             400: components["responses"]["BadRequest"];
+        };
+    };
+    getReadiness: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The instance can serve requests. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "ready"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Readiness"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     getOpenApiYaml: {

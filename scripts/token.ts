@@ -71,7 +71,7 @@ async function run(tokens: TokensService, args: string[]): Promise<number> {
 async function main(): Promise<number> {
   try {
     const config = parseConfig(process.env);
-    const store = await openStore(config);
+    const store = await openStore(config.store);
     try {
       return await run(createTokensService({ store }), process.argv.slice(2));
     } finally {

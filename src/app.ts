@@ -16,6 +16,8 @@ export interface AppDeps {
   readonly document: OpenApiDocument;
   readonly plants: PlantsService;
   readonly tokens: Pick<TokensService, 'verify'>;
+  /** Resolves when the store answers; the readiness probe. */
+  readonly checkReady: () => Promise<void>;
   readonly logger: Logger;
   readonly bodyLimitBytes: number;
   /** Checks every JSON response against the contract (on in tests; costs time in production). */
@@ -54,7 +56,7 @@ export function createApp(deps: AppDeps): Express {
   app.use(
     createOperationsRouter(deps.document.routes, {
       ...createPlantsHandlers(deps.plants),
-      ...createServiceHandlers(deps.document),
+      ...createServiceHandlers(deps.document, deps.checkReady),
     }),
   );
   app.use(createErrorHandler(deps.logger));

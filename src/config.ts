@@ -1,4 +1,10 @@
-import type { SqliteSynchronous } from './store/sqlite/sqlite-plant-store';
+import type { PostgresStoreOptions } from './store/postgres/postgres-plant-store';
+import type { SqliteStoreOptions, SqliteSynchronous } from './store/sqlite/sqlite-plant-store';
+
+/** The store to open: the embedded SQLite file by default, PostgreSQL when DATABASE_URL is set. */
+export type StoreConfig =
+  | ({ readonly kind: 'sqlite' } & SqliteStoreOptions)
+  | ({ readonly kind: 'postgres' } & PostgresStoreOptions);
 
 /** Everything the service reads from its environment, checked once at start. */
 export interface Config {
@@ -7,7 +13,9 @@ export interface Config {
   readonly port: number;
   readonly bodyLimitBytes: number;
   readonly validateResponses: boolean;
-  readonly sqlite: { readonly path: string; readonly synchronous: SqliteSynchronous };
+  /** Worker processes to serve from (node:cluster); 1 serves from the main process. */
+  readonly workers: number;
+  readonly store: StoreConfig;
 }
 
 /** Thrown by parseConfig with every problem found, one per line. */
@@ -23,6 +31,10 @@ type Env = Readonly<Record<string, string | undefined>>;
 class Reader {
   readonly problems: string[] = [];
   constructor(private readonly env: Env) {}
+
+  optional(name: string): string | undefined {
+    return this.env[name] === undefined ? undefined : this.string(name, '');
+  }
 
   string(name: string, fallback: string): string {
     const value = this.env[name];
@@ -55,6 +67,25 @@ class Reader {
   }
 }
 
+function readStore(read: Reader): StoreConfig {
+  const url = read.optional('DATABASE_URL');
+  const postgres = {
+    poolSize: read.integer('PG_POOL_SIZE', 10, 1, 1000),
+    connectTimeoutMs: read.integer('PG_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
+    statementTimeoutMs: read.integer('PG_STATEMENT_TIMEOUT_MS', 5000, 1, 600_000),
+  };
+  const sqlite = {
+    path: read.string('SQLITE_PATH', './data/plants.sqlite'),
+    synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
+    busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
+  };
+  if (url === undefined) return { kind: 'sqlite', ...sqlite };
+  if (!/^postgres(ql)?:\/\//.test(url)) {
+    read.problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  }
+  return { kind: 'postgres', url, ...postgres };
+}
+
 /** Parses the environment; throws a ConfigError that lists every invalid value at once. */
 export function parseConfig(env: Env): Config {
   const read = new Reader(env);
@@ -64,10 +95,8 @@ export function parseConfig(env: Env): Config {
     port: read.integer('PORT', 8080, 0, 65535),
     bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 64 * 1024, 1, 16 * 1024 * 1024),
     validateResponses: read.boolean('VALIDATE_RESPONSES', false),
-    sqlite: Object.freeze({
-      path: read.string('SQLITE_PATH', './data/plants.sqlite'),
-      synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
-    }),
+    workers: read.integer('WORKERS', 1, 1, 64),
+    store: Object.freeze(readStore(read)),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);

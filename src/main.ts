@@ -1,83 +1,86 @@
+import cluster from 'node:cluster';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { createApp } from './app';
-import { ConfigError, parseConfig } from './config';
+import { ConfigError, parseConfig, type Config } from './config';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { createJsonLogger, type Logger } from './logger';
 import { createPlantsService } from './service/plants-service';
-import { createTokensService, type TokensService } from './service/tokens-service';
+import { createTokensService } from './service/tokens-service';
 import { openStore } from './store/open-store';
+import type { PlantStore } from './store/plant-store';
 
 /** The contract ships at the project root, two levels above dist/src/. */
 const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
 
-/** With no token at all, development gets one printed once; production refuses to start. */
-async function ensureToken(
-  tokens: TokensService,
-  production: boolean,
-  baseUrl: string,
+/** A worker stops only when the primary says so, not on the terminal's Ctrl-C sent to the whole group. */
+const STOP_SIGNALS: readonly NodeJS.Signals[] = cluster.isWorker
+  ? ['SIGTERM']
+  : ['SIGTERM', 'SIGINT'];
+
+function urlOf(host: string, port: number): string {
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+function onStopSignal(stop: (signal: string) => void): void {
+  for (const signal of STOP_SIGNALS) process.once(signal, stop);
+  if (cluster.isWorker) process.on('SIGINT', () => undefined);
+}
+
+/**
+ * With no active token, development gets one (returned, to print once the port is known) and
+ * production refuses to start (returns false).
+ */
+async function firstToken(
+  store: PlantStore,
+  config: Config,
   logger: Logger,
-): Promise<boolean> {
+): Promise<string | boolean> {
+  const tokens = createTokensService({ store });
   if ((await tokens.countActive()) > 0) return true;
-  if (production) {
+  if (config.production) {
     logger.error(
       'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
     );
     return false;
   }
-  const token = await tokens.issue('development');
+  return (await tokens.issue('development')).secret;
+}
+
+function printDevelopmentToken(secret: string, url: string): void {
   process.stdout.write(
     [
       '',
-      `Created a development token (shown once, stored only as a hash): ${token.secret}`,
+      `Created a development token (shown once, stored only as a hash): ${secret}`,
       'Try it:',
-      `  curl -i -X POST ${baseUrl}/plants -H 'Authorization: Bearer ${token.secret}' \\`,
+      `  curl -i -X POST ${url}/plants -H 'Authorization: Bearer ${secret}' \\`,
       `    -H 'Content-Type: application/json' -d '{"id": 1, "name": "Monstera deliciosa", "tag": "tropical"}'`,
       '',
     ].join('\n') + '\n',
   );
-  return true;
 }
 
-async function main(): Promise<number> {
-  const logger = createJsonLogger(process.stdout);
-  let config;
-  try {
-    config = parseConfig(process.env);
-  } catch (error) {
-    if (!(error instanceof ConfigError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    return 1;
-  }
-  const store = await openStore(config);
-  const tokens = createTokensService({ store });
-  const baseUrl = `http://${config.host.includes(':') ? `[${config.host}]` : config.host}:${config.port}`;
-  if (!(await ensureToken(tokens, config.production, baseUrl, logger))) {
-    await store.close();
-    return 1;
-  }
+/** Serves requests from this process until a stop signal; resolves with the exit code. */
+function serve(
+  config: Config,
+  store: PlantStore,
+  logger: Logger,
+  onListening: (url: string) => void,
+): Promise<number> {
   const app = createApp({
     document: loadOpenApiDocument(SPEC_PATH),
     plants: createPlantsService({ store }),
-    tokens,
+    tokens: createTokensService({ store }),
+    checkReady: () => store.ping(),
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
     validateResponses: config.validateResponses,
   });
-  const server = app.listen(config.port, config.host);
-  await new Promise<void>((resolve, reject) => {
-    server.once('listening', resolve).once('error', reject);
-  });
-  const address = server.address();
-  const port = typeof address === 'object' && address !== null ? address.port : config.port;
-  logger.info('listening', {
-    url: `http://${config.host}:${port}`,
-    store: 'sqlite',
-    path: config.sqlite.path,
-  });
-
-  return new Promise<number>((resolve) => {
-    const stop = (signal: string) => {
-      logger.info('stopping', { signal });
+  return new Promise<number>((resolve, reject) => {
+    const server = app.listen(config.port, config.host);
+    // Installed before the port is bound, so a signal at any moment after start stops cleanly.
+    onStopSignal((signal) => {
+      logger.info('stopping', { signal, pid: process.pid });
       server.close(() => {
         store.close().then(
           () => resolve(0),
@@ -85,9 +88,85 @@ async function main(): Promise<number> {
         );
       });
       server.closeIdleConnections();
-    };
-    process.once('SIGTERM', stop).once('SIGINT', stop);
+    });
+    server.once('error', reject).once('listening', () => {
+      const url = urlOf(config.host, (server.address() as AddressInfo).port);
+      onListening(url);
+      // Under cluster the primary says "listening" once, after the first worker is.
+      const message = cluster.isWorker ? 'worker listening' : 'listening';
+      logger.info(message, { url, store: config.store.kind, pid: process.pid });
+    });
   });
+}
+
+/** Runs `workers` processes that share the port, replaces any that dies, and stops them all on a stop signal. */
+function supervise(
+  config: Config,
+  logger: Logger,
+  onListening: (url: string) => void,
+): Promise<number> {
+  let stopping = false;
+  let announced = false;
+  for (let i = 0; i < config.workers; i++) cluster.fork();
+  cluster.on('listening', (_worker, address) => {
+    if (announced) return;
+    announced = true;
+    const url = urlOf(config.host, address.port);
+    onListening(url);
+    logger.info('listening', {
+      url,
+      store: config.store.kind,
+      workers: config.workers,
+      pid: process.pid,
+    });
+  });
+  cluster.on('exit', (worker, code, signal) => {
+    if (stopping) return;
+    logger.error('worker exited; starting another', { pid: worker.process.pid, code, signal });
+    cluster.fork();
+  });
+  return new Promise<number>((resolve) => {
+    onStopSignal((signal) => {
+      stopping = true;
+      logger.info('stopping workers', { signal });
+      const workers = Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
+      let running = workers.length;
+      if (running === 0) resolve(0);
+      for (const worker of workers) {
+        worker.once('exit', () => {
+          if (--running === 0) resolve(0);
+        });
+        worker.process.kill('SIGTERM');
+      }
+    });
+  });
+}
+
+async function main(): Promise<number> {
+  const logger = createJsonLogger(process.stdout);
+  let config: Config;
+  try {
+    config = parseConfig(process.env);
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return 1;
+  }
+  if (cluster.isWorker)
+    return serve(config, await openStore(config.store), logger, () => undefined);
+
+  const store = await openStore(config.store);
+  const token = await firstToken(store, config, logger);
+  if (token === false) {
+    await store.close();
+    return 1;
+  }
+  const announce = (url: string) => {
+    if (typeof token === 'string') printDevelopmentToken(token, url);
+  };
+  if (config.workers === 1) return serve(config, store, logger, announce);
+  await store.close();
+  return supervise(config, logger, announce);
 }
 
 main().then(

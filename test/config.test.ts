@@ -17,7 +17,8 @@ const DEFAULTS: Config = {
   port: 8080,
   bodyLimitBytes: 65536,
   validateResponses: false,
-  sqlite: { path: './data/plants.sqlite', synchronous: 'FULL' },
+  workers: 1,
+  store: { kind: 'sqlite', path: './data/plants.sqlite', synchronous: 'FULL', busyTimeoutMs: 1000 },
 };
 
 describe('parseConfig', () => {
@@ -27,15 +28,13 @@ describe('parseConfig', () => {
     });
 
     it('ignores variables it does not know', () => {
-      expect(parseConfig({ PATH: '/usr/bin', DATABASE_URL: 'postgres://x' })).toStrictEqual(
-        DEFAULTS,
-      );
+      expect(parseConfig({ PATH: '/usr/bin', PLANTS: 'many' })).toStrictEqual(DEFAULTS);
     });
 
     it('returns a deeply frozen object', () => {
       const config = parseConfig({});
       expect(Object.isFrozen(config)).toBe(true);
-      expect(Object.isFrozen(config.sqlite)).toBe(true);
+      expect(Object.isFrozen(config.store)).toBe(true);
     });
   });
 
@@ -50,6 +49,8 @@ describe('parseConfig', () => {
           VALIDATE_RESPONSES: 'true',
           SQLITE_PATH: '/var/lib/plants/plants.sqlite',
           SQLITE_SYNCHRONOUS: 'NORMAL',
+          SQLITE_BUSY_TIMEOUT_MS: '250',
+          WORKERS: '3',
         }),
       ).toStrictEqual({
         production: true,
@@ -57,7 +58,13 @@ describe('parseConfig', () => {
         port: 3000,
         bodyLimitBytes: 1024,
         validateResponses: true,
-        sqlite: { path: '/var/lib/plants/plants.sqlite', synchronous: 'NORMAL' },
+        workers: 3,
+        store: {
+          kind: 'sqlite',
+          path: '/var/lib/plants/plants.sqlite',
+          synchronous: 'NORMAL',
+          busyTimeoutMs: 250,
+        },
       });
     });
 
@@ -89,7 +96,7 @@ describe('parseConfig', () => {
       ['NORMAL', 'NORMAL'],
       ['normal', 'NORMAL'],
     ])('accepts SQLITE_SYNCHRONOUS=%s as %s', (value, synchronous) => {
-      expect(parseConfig({ SQLITE_SYNCHRONOUS: value }).sqlite.synchronous).toBe(synchronous);
+      expect(parseConfig({ SQLITE_SYNCHRONOUS: value }).store).toMatchObject({ synchronous });
     });
 
     it.each([
@@ -140,6 +147,51 @@ describe('parseConfig', () => {
         'SQLITE_PATH',
       ]) {
         expect(error.message).toContain(`  - ${name} must`);
+      }
+    });
+  });
+
+  describe('the store', () => {
+    it('selects PostgreSQL with its defaults when DATABASE_URL is set', () => {
+      expect(
+        parseConfig({ DATABASE_URL: 'postgres://app@db.internal:5432/plants' }).store,
+      ).toStrictEqual({
+        kind: 'postgres',
+        url: 'postgres://app@db.internal:5432/plants',
+        poolSize: 10,
+        connectTimeoutMs: 2000,
+        statementTimeoutMs: 5000,
+      });
+    });
+
+    it('reads the PostgreSQL pool settings', () => {
+      const env = {
+        DATABASE_URL: 'postgresql://db/plants',
+        PG_POOL_SIZE: '25',
+        PG_CONNECT_TIMEOUT_MS: '500',
+        PG_STATEMENT_TIMEOUT_MS: '1500',
+      };
+      expect(parseConfig(env).store).toMatchObject({
+        poolSize: 25,
+        connectTimeoutMs: 500,
+        statementTimeoutMs: 1500,
+      });
+    });
+
+    it('reads WORKERS', () => {
+      expect(parseConfig({ WORKERS: '4' }).workers).toBe(4);
+    });
+
+    it('lists every invalid PostgreSQL setting together', () => {
+      const error = configErrorOf({
+        DATABASE_URL: 'mysql://db/plants',
+        PG_POOL_SIZE: '0',
+        PG_CONNECT_TIMEOUT_MS: 'soon',
+        WORKERS: '0',
+      });
+      expect(error.problems).toHaveLength(4);
+      for (const name of ['DATABASE_URL', 'PG_POOL_SIZE', 'PG_CONNECT_TIMEOUT_MS', 'WORKERS']) {
+        expect(error.message).toContain(name);
       }
     });
   });

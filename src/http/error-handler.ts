@@ -3,6 +3,7 @@ import type { ErrorRequestHandler } from 'express';
 import { HttpError as ValidatorError } from 'express-openapi-validator/dist/framework/types';
 import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
+import { StoreUnavailableError } from '../store/plant-store';
 import { HttpProblem } from './http-error';
 import type { Json } from './openapi-types';
 
@@ -21,6 +22,7 @@ const REWORDED: ReadonlyArray<readonly [RegExp, string]> = [
     'is not allowed: the property is unknown',
   ],
   [/^Unknown query parameter .*$/, 'is not allowed: the query parameter is unknown'],
+  [/^must match pattern "\^\[\^\\x00\]\*\$"$/, 'must not contain the character U+0000'],
 ];
 
 /** One line per validation problem, each naming its field, as `request/body/name must be string`. */
@@ -42,8 +44,15 @@ interface Answer {
   headers?: Readonly<Record<string, string>>;
 }
 
+const UNAVAILABLE: Answer = {
+  status: 503,
+  message: 'The store is unavailable; try again shortly.',
+  headers: { 'Retry-After': '1' },
+};
+
 function toAnswer(error: unknown): Answer | undefined {
   if (error instanceof HttpProblem) return error;
+  if (error instanceof StoreUnavailableError) return UNAVAILABLE;
   if (error instanceof DomainError)
     return { status: DOMAIN_STATUS[error.code], message: error.message };
   if (error instanceof ValidatorError && error.status < 500) {
@@ -70,6 +79,13 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     let answer = toAnswer(error);
+    if (answer === UNAVAILABLE) {
+      logger.error('store unavailable', {
+        method: req.method,
+        path: req.path,
+        cause: String((error as Error).cause),
+      });
+    }
     if (answer === undefined) {
       logger.error('request failed', {
         method: req.method,

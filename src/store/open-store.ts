@@ -1,8 +1,9 @@
-import type { Config } from '../config';
+import type { StoreConfig } from '../config';
 import type { PlantStore } from './plant-store';
+import { openPostgresPlantStore } from './postgres/postgres-plant-store';
 import { openSqlitePlantStore } from './sqlite/sqlite-plant-store';
 
-/** Opens the store the configuration names: the embedded SQLite file by default. */
-export async function openStore(config: Config): Promise<PlantStore> {
-  return openSqlitePlantStore(config.sqlite);
+/** Opens the store the configuration names: the embedded SQLite file by default, PostgreSQL when configured. */
+export async function openStore(config: StoreConfig): Promise<PlantStore> {
+  return config.kind === 'postgres' ? openPostgresPlantStore(config) : openSqlitePlantStore(config);
 }

@@ -54,3 +54,11 @@ export interface PlantStore {
   /** Releases the store's resources; no method may be called afterwards. */
   close(): Promise<void>;
 }
+
+/** The store cannot answer now (unreachable, restarting, overloaded); the request may be retried. */
+export class StoreUnavailableError extends Error {
+  constructor(options?: { cause?: unknown }) {
+    super('The store is unavailable.', options);
+    this.name = 'StoreUnavailableError';
+  }
+}

@@ -133,6 +133,11 @@ describe('POST /plants with a bad body', () => {
     ['an array', '[{"id": 10, "name": "a"}]', /request\/body must be object/],
     ['a bare string', '"plant"', /request\/body must be object/],
     ['null', 'null', /request\/body/],
+    [
+      'a name with U+0000',
+      '{"id": 10, "name": "a\\u0000b"}',
+      /request\/body\/name must not contain the character U\+0000/,
+    ],
     ['an unpaired surrogate', '{"id": 10, "name": "\\ud800"}', /surrogate/],
     ['whitespace only', '   ', /body is required/],
   ];

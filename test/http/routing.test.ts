@@ -46,6 +46,21 @@ describe('unauthenticated endpoints', () => {
     expect(res.body).toStrictEqual({ status: 'ok' });
   });
 
+  it('GET /readyz answers 200 {status: "ready"} while the store answers', async () => {
+    const res = await request(t.app).get('/readyz');
+    expect(res.status).toBe(200);
+    expect(res.body).toStrictEqual({ status: 'ready' });
+  });
+
+  it('GET /readyz answers 503 with Retry-After once the store is gone, while /healthz stays 200', async () => {
+    await t.store.close();
+    const res = await request(t.app).get('/readyz');
+    expectError(res, 503, /store is unavailable/);
+    expect(res.headers['retry-after']).toBe('1');
+    expect((await request(t.app).get('/healthz')).status).toBe(200);
+    t.errors.length = 0;
+  });
+
   it('HEAD /healthz answers 200 without a body', async () => {
     const res = await request(t.app).head('/healthz');
     expect(res.status).toBe(200);

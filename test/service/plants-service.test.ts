@@ -26,7 +26,11 @@ describe('createPlantsService', () => {
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plants-service-'));
-    store = openSqlitePlantStore({ path: path.join(dir, 'plants.sqlite'), synchronous: 'FULL' });
+    store = openSqlitePlantStore({
+      path: path.join(dir, 'plants.sqlite'),
+      synchronous: 'FULL',
+      busyTimeoutMs: 1000,
+    });
     plants = createPlantsService({ store });
   });
 

@@ -40,7 +40,7 @@ describe('createTokensService', () => {
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tokens-service-'));
     file = path.join(dir, 'plants.sqlite');
-    store = openSqlitePlantStore({ path: file, synchronous: 'FULL' });
+    store = openSqlitePlantStore({ path: file, synchronous: 'FULL', busyTimeoutMs: 1000 });
     nowMs = START;
     tokens = createTokensService({ store, now: () => new Date(nowMs) });
   });

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { PlantStore } from '../../src/store/plant-store';
+import { StoreUnavailableError, type PlantStore } from '../../src/store/plant-store';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations';
 import {
   openSqlitePlantStore,
@@ -19,6 +19,7 @@ describePlantStoreContract('SQLite file', async () => {
   const store = openSqlitePlantStore({
     path: path.join(dir, 'plants.sqlite'),
     synchronous: 'FULL',
+    busyTimeoutMs: 1000,
   });
   return {
     store,
@@ -36,7 +37,7 @@ describe('openSqlitePlantStore', () => {
   const readers: Database.Database[] = [];
 
   function open(synchronous: SqliteSynchronous = 'FULL', at = file): PlantStore {
-    const store = openSqlitePlantStore({ path: at, synchronous });
+    const store = openSqlitePlantStore({ path: at, synchronous, busyTimeoutMs: 1000 });
     opened.push(store);
     return store;
   }
@@ -224,5 +225,26 @@ describe('openSqlitePlantStore', () => {
       expect(await first.findActiveToken('a'.repeat(64))).toBeUndefined();
       expect(await first.countActiveTokens()).toBe(0);
     });
+  });
+});
+
+describe('a SQLite file shared with another process', () => {
+  it('reports StoreUnavailableError when another connection holds the write lock past the busy time-out', async () => {
+    const dir = makeTempDir();
+    const file = path.join(dir, 'plants.sqlite');
+    const store = openSqlitePlantStore({ path: file, synchronous: 'FULL', busyTimeoutMs: 50 });
+    const other = new Database(file);
+    other.exec('BEGIN IMMEDIATE');
+    try {
+      await expect(store.createPlant({ id: 1n, name: 'blocked' })).rejects.toBeInstanceOf(
+        StoreUnavailableError,
+      );
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+    }
+    expect(await store.createPlant({ id: 1n, name: 'after' })).toEqual({ name: 'after' });
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
   });
 });

@@ -9,7 +9,9 @@ import type { Logger } from '../../src/logger';
 import { createPlantsService } from '../../src/service/plants-service';
 import { createTokensService, type TokensService } from '../../src/service/tokens-service';
 import type { PlantStore } from '../../src/store/plant-store';
+import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
+import { createTestSchema } from './postgres';
 
 export const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
 
@@ -24,13 +26,31 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** The real app over a real SQLite file in a fresh temp dir, with a real token and response validation on. */
-export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<TestApp> {
+/** The store the HTTP suite runs on: SQLite, or PostgreSQL in the jest project that sets this. */
+export const TEST_STORE =
+  process.env['PLANT_STORE_TEST_STORE'] === 'postgres' ? 'postgres' : 'sqlite';
+
+/** A fresh, empty store of the kind under test, and how to remove it. */
+async function openTestStore(): Promise<{ store: PlantStore; remove: () => Promise<void> }> {
+  if (TEST_STORE === 'postgres') {
+    const schema = await createTestSchema();
+    return { store: await openPostgresPlantStore(schema.options), remove: () => schema.drop() };
+  }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-test-'));
   const store = openSqlitePlantStore({
     path: path.join(dir, 'plants.sqlite'),
     synchronous: 'FULL',
+    busyTimeoutMs: 1000,
   });
+  return { store, remove: async () => fs.rmSync(dir, { recursive: true, force: true }) };
+}
+
+/**
+ * The real app over a real store (a SQLite file in a fresh temp dir, or a fresh PostgreSQL schema),
+ * with a real token and response validation on.
+ */
+export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<TestApp> {
+  const { store, remove } = await openTestStore();
   const tokens = createTokensService({ store });
   const { secret } = await tokens.issue('test');
   const errors: string[] = [];
@@ -42,6 +62,7 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
     document: loadOpenApiDocument(SPEC_PATH),
     plants: createPlantsService({ store }),
     tokens,
+    checkReady: () => store.ping(),
     logger,
     bodyLimitBytes: 64 * 1024,
     validateResponses: true,
@@ -55,7 +76,7 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
     errors,
     async close() {
       await store.close().catch(() => undefined);
-      fs.rmSync(dir, { recursive: true, force: true });
+      await remove();
     },
   };
 }

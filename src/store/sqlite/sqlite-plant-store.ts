@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
+import { reportingUnavailable } from '../unavailable';
 import { sqliteMigrations } from './migrations';
 
 /** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
@@ -10,6 +11,8 @@ export type SqliteSynchronous = 'FULL' | 'NORMAL';
 export interface SqliteStoreOptions {
   readonly path: string;
   readonly synchronous: SqliteSynchronous;
+  /** How long a write waits for another process's write lock before it fails as unavailable. */
+  readonly busyTimeoutMs: number;
 }
 
 interface TokenRow {
@@ -55,7 +58,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
   try {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous}`);
-    db.pragma('busy_timeout = 5000');
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
     migrate(db);
   } catch (error) {
     db.close();
@@ -87,41 +90,51 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
 
-  return {
-    async createPlant(plant) {
-      const { changes } = insertPlant.run(plant.id, plant.name, plant.tag ?? null);
-      if (changes === 0) return undefined;
-      const stored: Plant =
-        plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
-      return stored;
+  return reportingUnavailable(
+    {
+      async createPlant(plant) {
+        const { changes } = insertPlant.run(plant.id, plant.name, plant.tag ?? null);
+        if (changes === 0) return undefined;
+        const stored: Plant =
+          plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+        return stored;
+      },
+      async deletePlant(id) {
+        return deletePlant.run(id).changes === 1;
+      },
+      async insertToken(token: NewToken) {
+        insertToken.run({ ...token, createdAt: token.createdAt.getTime() });
+      },
+      async findActiveToken(hash) {
+        const row = findActiveToken.get(hash) as TokenRow | undefined;
+        return row === undefined ? undefined : tokenRowToRecord(row);
+      },
+      async touchToken(id, at) {
+        touchToken.run(at.getTime(), id);
+      },
+      async listTokens() {
+        return (listTokens.all() as TokenRow[]).map(tokenRowToRecord);
+      },
+      async revokeToken(id, at) {
+        return revokeToken.run(at.getTime(), id).changes === 1;
+      },
+      async countActiveTokens() {
+        return countActiveTokens.get() as number;
+      },
+      async ping() {
+        ping.get();
+      },
+      async close() {
+        db.close();
+      },
     },
-    async deletePlant(id) {
-      return deletePlant.run(id).changes === 1;
-    },
-    async insertToken(token: NewToken) {
-      insertToken.run({ ...token, createdAt: token.createdAt.getTime() });
-    },
-    async findActiveToken(hash) {
-      const row = findActiveToken.get(hash) as TokenRow | undefined;
-      return row === undefined ? undefined : tokenRowToRecord(row);
-    },
-    async touchToken(id, at) {
-      touchToken.run(at.getTime(), id);
-    },
-    async listTokens() {
-      return (listTokens.all() as TokenRow[]).map(tokenRowToRecord);
-    },
-    async revokeToken(id, at) {
-      return revokeToken.run(at.getTime(), id).changes === 1;
-    },
-    async countActiveTokens() {
-      return countActiveTokens.get() as number;
-    },
-    async ping() {
-      ping.get();
-    },
-    async close() {
-      db.close();
-    },
-  };
+    isBusy,
+  );
+}
+
+/** Another process holds the write lock for longer than busy_timeout: the request may be retried. */
+function isBusy(error: unknown): boolean {
+  // By code, not by class: the native addon keeps the SqliteError class of the first module instance that loaded it.
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code);
 }

@@ -1,0 +1,170 @@
+import pg from 'pg';
+import type { Plant, PlantStore, TokenRecord } from '../plant-store';
+import { reportingUnavailable } from '../unavailable';
+import { postgresMigrations } from './migrations';
+
+export interface PostgresStoreOptions {
+  readonly url: string;
+  readonly poolSize: number;
+  readonly connectTimeoutMs: number;
+  readonly statementTimeoutMs: number;
+}
+
+/** Any 64-bit key; every instance that migrates the same database takes the same lock. */
+const MIGRATION_LOCK_KEY = '7305854871216940032';
+
+/** SQLSTATE classes and codes that mean "not now" rather than "never": connection loss, shutdown, overload, time-outs. */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3]|57014|40001|40P01)/;
+
+function isUnavailable(error: unknown): boolean {
+  const { code, message } = error as { code?: unknown; message?: unknown };
+  if (typeof code === 'string') {
+    if (UNAVAILABLE_SQLSTATE.test(code)) return true;
+    if (/^E(CONN|HOST|NET|PIPE|TIMEDOUT|AI_AGAIN|NOTFOUND)/.test(code)) return true;
+  }
+  // node-postgres reports its own time-outs and dropped connections without a code.
+  return (
+    typeof message === 'string' &&
+    /Connection terminated|timeout|Client has encountered a connection error/i.test(message)
+  );
+}
+
+interface TokenRow {
+  id: string;
+  name: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+}
+
+function tokenRowToRecord(row: TokenRow): TokenRecord {
+  return {
+    id: row.id,
+    name: row.name,
+    createdAt: row.created_at,
+    ...(row.last_used_at === null ? {} : { lastUsedAt: row.last_used_at }),
+    ...(row.revoked_at === null ? {} : { revokedAt: row.revoked_at }),
+  };
+}
+
+async function migrate(pool: pg.Pool): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    // Two instances starting together: the second waits here until the first has committed.
+    await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK_KEY]);
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL)',
+    );
+    const { rows } = await client.query<{ version: number | null }>(
+      'SELECT MAX(version) AS version FROM schema_version',
+    );
+    for (
+      let version = (rows[0]?.version ?? 0) + 1;
+      version <= postgresMigrations.length;
+      version++
+    ) {
+      await client.query(postgresMigrations[version - 1] as string);
+      await client.query('INSERT INTO schema_version (version, applied_at) VALUES ($1, now())', [
+        version,
+      ]);
+    }
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Connects a pool to the database, applies pending migrations under a lock and returns the store over it. */
+export async function openPostgresPlantStore(options: PostgresStoreOptions): Promise<PlantStore> {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    statement_timeout: options.statementTimeoutMs,
+    // A query whose server vanished without closing the socket must still end.
+    query_timeout: options.statementTimeoutMs + options.connectTimeoutMs,
+    keepAlive: true,
+  });
+  // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
+  pool.on('error', () => undefined);
+  try {
+    await migrate(pool);
+  } catch (error) {
+    await pool.end();
+    throw error;
+  }
+  return createPostgresPlantStore(pool);
+}
+
+/** The PlantStore over a node-postgres pool whose database is migrated; connection failures become StoreUnavailableError. */
+export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
+  const query = <R extends pg.QueryResultRow>(text: string, values: unknown[] = []) =>
+    pool.query<R>(text, values);
+  const tokenColumns = 'id, name, created_at, last_used_at, revoked_at';
+
+  return reportingUnavailable(
+    {
+      async createPlant(plant) {
+        const { rowCount } = await query(
+          'INSERT INTO plants (id, name, tag) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING',
+          [plant.id.toString(), plant.name, plant.tag ?? null],
+        );
+        if (rowCount === 0) return undefined;
+        const stored: Plant =
+          plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+        return stored;
+      },
+      async deletePlant(id) {
+        return (await query('DELETE FROM plants WHERE id = $1', [id.toString()])).rowCount === 1;
+      },
+      async insertToken(token) {
+        await query('INSERT INTO tokens (id, name, hash, created_at) VALUES ($1, $2, $3, $4)', [
+          token.id,
+          token.name,
+          token.hash,
+          token.createdAt,
+        ]);
+      },
+      async findActiveToken(hash) {
+        const { rows } = await query<TokenRow>(
+          `SELECT ${tokenColumns} FROM tokens WHERE hash = $1 AND revoked_at IS NULL`,
+          [hash],
+        );
+        return rows[0] === undefined ? undefined : tokenRowToRecord(rows[0]);
+      },
+      async touchToken(id, at) {
+        await query('UPDATE tokens SET last_used_at = $1 WHERE id = $2', [at, id]);
+      },
+      async listTokens() {
+        const { rows } = await query<TokenRow>(
+          `SELECT ${tokenColumns} FROM tokens ORDER BY created_at, id`,
+        );
+        return rows.map(tokenRowToRecord);
+      },
+      async revokeToken(id, at) {
+        const result = await query(
+          'UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL',
+          [at, id],
+        );
+        return result.rowCount === 1;
+      },
+      async countActiveTokens() {
+        const { rows } = await query<{ count: string }>(
+          'SELECT COUNT(*) AS count FROM tokens WHERE revoked_at IS NULL',
+        );
+        return Number(rows[0]?.count ?? 0);
+      },
+      async ping() {
+        await query('SELECT 1');
+      },
+      async close() {
+        await pool.end();
+      },
+    },
+    isUnavailable,
+  );
+}

@@ -1,0 +1,147 @@
+import {
+  cleanupChildren,
+  createToken,
+  startServer,
+  tempSqlitePath,
+  type ChildEnv,
+} from '../support/server-process';
+
+interface Answer {
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** POSTs the JSON text exactly as given, so that ids beyond 2^53 reach the server unrounded. */
+async function postRaw(baseUrl: string, token: string, json: string): Promise<Answer> {
+  const response = await fetch(`${baseUrl}/plants`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: json,
+  });
+  return { status: response.status, body: (await response.json()) as unknown };
+}
+
+async function deletePlant(baseUrl: string, token: string, id: string): Promise<Answer> {
+  const response = await fetch(`${baseUrl}/plants/${id}`, {
+    method: 'DELETE',
+    headers: { Authorization: `Bearer ${token}` },
+  });
+  const text = await response.text();
+  return { status: response.status, body: text === '' ? undefined : (JSON.parse(text) as unknown) };
+}
+
+function countStatuses(answers: readonly Answer[]): Record<number, number> {
+  const counts: Record<number, number> = {};
+  for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
+  return counts;
+}
+
+afterEach(cleanupChildren);
+
+describe('a plant created right before the process is killed', () => {
+  it.each<[string, ChildEnv]>([
+    ['SQLITE_SYNCHRONOUS unset (FULL)', { SQLITE_SYNCHRONOUS: undefined }],
+    ['SQLITE_SYNCHRONOUS=NORMAL', { SQLITE_SYNCHRONOUS: 'NORMAL' }],
+  ])('is still there after SIGKILL and a restart, with %s', async (_label, env) => {
+    const sqlitePath = tempSqlitePath();
+    const token = await createToken(sqlitePath, 'e2e');
+    const first = await startServer({ sqlitePath, env });
+    const created = await postRaw(first.baseUrl, token, '{"id": 42, "name": "Monstera deliciosa"}');
+    expect(created).toStrictEqual({ status: 200, body: { name: 'Monstera deliciosa' } });
+
+    await first.kill();
+    expect(first.process.signalCode).toBe('SIGKILL');
+    const second = await startServer({ sqlitePath, env });
+
+    expect(await deletePlant(second.baseUrl, token, '42')).toStrictEqual({
+      status: 204,
+      body: undefined,
+    });
+    expect(await deletePlant(second.baseUrl, token, '42')).toStrictEqual({
+      status: 404,
+      body: { error: 404, message: 'No plant has the id 42.' },
+    });
+  });
+
+  it('keeps the exact id 9223372036854775807 sent as raw JSON text across SIGKILL and a restart', async () => {
+    const sqlitePath = tempSqlitePath();
+    const token = await createToken(sqlitePath, 'e2e');
+    const first = await startServer({ sqlitePath });
+    const created = await postRaw(
+      first.baseUrl,
+      token,
+      '{"id": 9223372036854775807, "name": "Ficus lyrata"}',
+    );
+    expect(created).toStrictEqual({ status: 200, body: { name: 'Ficus lyrata' } });
+
+    await first.kill();
+    const second = await startServer({ sqlitePath });
+
+    // A neighbour answers 404, so the stored id was not rounded to a double on the way.
+    expect(await deletePlant(second.baseUrl, token, '9223372036854775806')).toStrictEqual({
+      status: 404,
+      body: { error: 404, message: 'No plant has the id 9223372036854775806.' },
+    });
+    expect(await deletePlant(second.baseUrl, token, '9223372036854775807')).toStrictEqual({
+      status: 204,
+      body: undefined,
+    });
+  });
+
+  it('answers 409 for the same id after the restart, so the kill lost nothing', async () => {
+    const sqlitePath = tempSqlitePath();
+    const token = await createToken(sqlitePath, 'e2e');
+    const first = await startServer({ sqlitePath });
+    expect(
+      (await postRaw(first.baseUrl, token, '{"id": -9223372036854775808, "name": "Ficus"}')).status,
+    ).toBe(200);
+
+    await first.kill();
+    const second = await startServer({ sqlitePath });
+
+    expect(
+      await postRaw(second.baseUrl, token, '{"id": -9223372036854775808, "name": "Ficus"}'),
+    ).toStrictEqual({
+      status: 409,
+      body: { error: 409, message: 'A plant with the id -9223372036854775808 already exists.' },
+    });
+  });
+});
+
+describe('concurrent requests for one id', () => {
+  const CONCURRENCY = 50;
+
+  it('answer exactly one 200 and 49 409s to creates, then exactly one 204 and 49 404s to deletes', async () => {
+    const sqlitePath = tempSqlitePath();
+    const token = await createToken(sqlitePath, 'e2e');
+    const server = await startServer({ sqlitePath });
+    const body = '{"id": 9007199254740993, "name": "Monstera deliciosa"}';
+
+    const creates = await Promise.all(
+      Array.from({ length: CONCURRENCY }, () => postRaw(server.baseUrl, token, body)),
+    );
+
+    expect(countStatuses(creates)).toStrictEqual({ 200: 1, 409: CONCURRENCY - 1 });
+    for (const answer of creates.filter(({ status }) => status === 409)) {
+      expect(answer.body).toStrictEqual({
+        error: 409,
+        message: 'A plant with the id 9007199254740993 already exists.',
+      });
+    }
+
+    const deletes = await Promise.all(
+      Array.from({ length: CONCURRENCY }, () =>
+        deletePlant(server.baseUrl, token, '9007199254740993'),
+      ),
+    );
+
+    expect(countStatuses(deletes)).toStrictEqual({ 204: 1, 404: CONCURRENCY - 1 });
+    for (const answer of deletes.filter(({ status }) => status === 404)) {
+      expect(answer.body).toStrictEqual({
+        error: 404,
+        message: 'No plant has the id 9007199254740993.',
+      });
+    }
+    expect(server.process.exitCode).toBeNull();
+  });
+});

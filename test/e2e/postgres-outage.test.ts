@@ -1,0 +1,113 @@
+import {
+  createTestSchema,
+  describeWithPostgres,
+  TEST_DATABASE_URL,
+  type TestSchema,
+} from '../support/postgres';
+import {
+  callApi,
+  cleanupChildren,
+  developmentTokens,
+  startServer,
+  tempSqlitePath,
+  type RunningServer,
+} from '../support/server-process';
+import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
+
+/** What a client waits at most; every answer during an outage must come well before it. */
+const CLIENT_TIMEOUT_MS = 10_000;
+const CONNECT_TIMEOUT_MS = 1000;
+
+let schema: TestSchema;
+let proxy: TcpProxy;
+let server: RunningServer;
+let token: string;
+
+beforeEach(async () => {
+  schema = await createTestSchema();
+  proxy = await startTcpProxy(
+    Number(new URL(TEST_DATABASE_URL ?? 'postgres://x:5432').port || 5432),
+  );
+  const url = new URL(schema.url);
+  url.host = `127.0.0.1:${proxy.port}`;
+  server = await startServer({
+    sqlitePath: tempSqlitePath(),
+    env: { DATABASE_URL: url.toString(), PG_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS) },
+  });
+  token = developmentTokens(server.output())[0]!;
+});
+afterEach(async () => {
+  await cleanupChildren();
+  await proxy?.close();
+  await schema?.drop();
+});
+
+async function timed(method: string, path: string, body?: string) {
+  const started = performance.now();
+  const res = await callApi(server.baseUrl, token, method, path, body);
+  return { res, body: await res.text(), ms: performance.now() - started };
+}
+
+async function expectUnavailable(method: string, path: string, body?: string): Promise<number> {
+  const { res, body: text, ms } = await timed(method, path, body);
+  expect(res.status).toBe(503);
+  expect(res.headers.get('retry-after')).toBe('1');
+  expect(JSON.parse(text)).toEqual({ error: 503, message: expect.any(String) });
+  return ms;
+}
+
+/** Polls until the instance answers 200 on /readyz; the service must recover without a restart. */
+async function waitUntilReady(): Promise<number> {
+  const started = performance.now();
+  while (performance.now() - started < CLIENT_TIMEOUT_MS) {
+    if ((await timed('GET', '/readyz')).res.status === 200) return performance.now() - started;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('the service did not become ready again');
+}
+
+describeWithPostgres('PostgreSQL outages', () => {
+  it('answers 503 fast while the database refuses connections, and recovers by itself', async () => {
+    expect((await timed('POST', '/plants', '{"id": 1, "name": "before"}')).res.status).toBe(200);
+    expect((await timed('GET', '/readyz')).res.status).toBe(200);
+
+    await proxy.cut();
+    const times = [
+      await expectUnavailable('POST', '/plants', '{"id": 2, "name": "during"}'),
+      await expectUnavailable('DELETE', '/plants/1'),
+      await expectUnavailable('GET', '/readyz'),
+    ];
+    expect((await timed('GET', '/healthz')).res.status).toBe(200);
+    console.log(
+      `refused connections: time to 503 ${times.map((ms) => ms.toFixed(0)).join(', ')} ms`,
+    );
+
+    await proxy.restore();
+    const recoveredMs = await waitUntilReady();
+    console.log(
+      `refused connections: ready again ${recoveredMs.toFixed(0)} ms after the database came back`,
+    );
+    expect((await timed('DELETE', '/plants/1')).res.status).toBe(204);
+    expect((await timed('DELETE', '/plants/2')).res.status).toBe(404);
+    expect(server.process.exitCode).toBeNull();
+  });
+
+  it('answers 503 within the connect time-out while the database host does not answer at all', async () => {
+    expect((await timed('POST', '/plants', '{"id": 1, "name": "before"}')).res.status).toBe(200);
+
+    proxy.blackhole();
+    const times = [
+      await expectUnavailable('POST', '/plants', '{"id": 2, "name": "during"}'),
+      await expectUnavailable('GET', '/readyz'),
+    ];
+    for (const ms of times) expect(ms).toBeLessThan(CLIENT_TIMEOUT_MS / 2);
+    console.log(
+      `silent host: time to 503 ${times.map((ms) => ms.toFixed(0)).join(', ')} ms (connect time-out ${CONNECT_TIMEOUT_MS} ms)`,
+    );
+
+    await proxy.restore();
+    await waitUntilReady();
+    expect((await timed('DELETE', '/plants/1')).res.status).toBe(204);
+    expect(server.process.exitCode).toBeNull();
+  });
+});

@@ -1,0 +1,209 @@
+import createClient from 'openapi-fetch';
+import type { paths } from '../../generated/openapi';
+import {
+  cleanupChildren,
+  createToken,
+  developmentTokens,
+  runServerToExit,
+  runTokenCli,
+  startServer,
+  tempSqlitePath,
+  type RunningServer,
+} from '../support/server-process';
+
+/** A server on a fresh store with one CLI-made token, so that no development token is involved. */
+async function startWithToken(): Promise<{
+  server: RunningServer;
+  token: string;
+  sqlitePath: string;
+}> {
+  const sqlitePath = tempSqlitePath();
+  const token = await createToken(sqlitePath, 'e2e');
+  const server = await startServer({ sqlitePath });
+  return { server, token, sqlitePath };
+}
+
+async function createPlantStatus(baseUrl: string, token: string, id: number): Promise<number> {
+  const response = await fetch(`${baseUrl}/plants`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ id, name: 'Monstera deliciosa' }),
+  });
+  await response.arrayBuffer();
+  return response.status;
+}
+
+afterEach(cleanupChildren);
+
+describe('the plant API over loopback, through the typed client', () => {
+  let server: RunningServer;
+  let client: ReturnType<typeof createClient<paths>>;
+
+  beforeEach(async () => {
+    const started = await startWithToken();
+    server = started.server;
+    client = createClient<paths>({
+      baseUrl: server.baseUrl,
+      headers: { Authorization: `Bearer ${started.token}` },
+    });
+  });
+
+  it('returns 200 with exactly the name and tag when a plant is created', async () => {
+    const { data, error, response } = await client.POST('/plants', {
+      body: { id: 42, name: 'Monstera deliciosa', tag: 'tropical' },
+    });
+
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toBe('application/json; charset=utf-8');
+    expect(error).toBeUndefined();
+    expect(data).toStrictEqual({ name: 'Monstera deliciosa', tag: 'tropical' });
+  });
+
+  it('returns 409 with the Error body when the id is taken', async () => {
+    await client.POST('/plants', { body: { id: 42, name: 'Monstera deliciosa' } });
+
+    const { data, error, response } = await client.POST('/plants', {
+      body: { id: 42, name: 'Ficus lyrata' },
+    });
+
+    expect(response.status).toBe(409);
+    expect(data).toBeUndefined();
+    expect(error).toStrictEqual({ error: 409, message: 'A plant with the id 42 already exists.' });
+  });
+
+  it('returns 204 without a body when the plant exists, then 404 with the Error body', async () => {
+    await client.POST('/plants', { body: { id: 7, name: 'Monstera deliciosa' } });
+
+    const first = await client.DELETE('/plants/{id}', { params: { path: { id: 7 } } });
+    const second = await client.DELETE('/plants/{id}', { params: { path: { id: 7 } } });
+
+    expect(first.response.status).toBe(204);
+    expect(first.error).toBeUndefined();
+    expect(first.response.headers.get('content-length')).toBeNull();
+    expect(second.response.status).toBe(404);
+    expect(second.error).toStrictEqual({ error: 404, message: 'No plant has the id 7.' });
+  });
+
+  it('returns 401 with a bare Bearer challenge when no token is sent', async () => {
+    const anonymous = createClient<paths>({ baseUrl: server.baseUrl });
+
+    const { error, response } = await anonymous.POST('/plants', {
+      body: { id: 1, name: 'Monstera deliciosa' },
+    });
+
+    expect(response.status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="plants"');
+    expect(error).toStrictEqual({
+      error: 401,
+      message: 'A valid bearer token is required in the Authorization header.',
+    });
+  });
+});
+
+describe('the development token', () => {
+  it('is printed once on the first start with an empty store outside production, and it works', async () => {
+    const server = await startServer({ sqlitePath: tempSqlitePath() });
+
+    const tokens = developmentTokens(server.output());
+    expect(tokens).toHaveLength(1);
+    expect(tokens[0]).toMatch(/^plnt_[A-Za-z0-9_-]{43}$/);
+    expect(await createPlantStatus(server.baseUrl, tokens[0]!, 1)).toBe(200);
+  });
+
+  it('is printed with a curl example that points at the port the server listens on', async () => {
+    const server = await startServer({ sqlitePath: tempSqlitePath() });
+
+    expect(server.output()).toContain(`curl -i -X POST ${server.baseUrl}/plants `);
+  });
+
+  it('is not printed again on a second start on the same file, and the first one still works', async () => {
+    const sqlitePath = tempSqlitePath();
+    const first = await startServer({ sqlitePath });
+    const [token] = developmentTokens(first.output());
+    expect(await createPlantStatus(first.baseUrl, token!, 1)).toBe(200);
+    expect(await first.stop()).toBe(0);
+
+    const second = await startServer({ sqlitePath });
+
+    expect(developmentTokens(second.output())).toStrictEqual([]);
+    expect(second.output()).not.toContain('development token');
+    expect(await createPlantStatus(second.baseUrl, token!, 2)).toBe(200);
+  });
+});
+
+describe('a production start', () => {
+  it('exits non-zero without listening and says how to create a token when the store has none', async () => {
+    const sqlitePath = tempSqlitePath();
+
+    const result = await runServerToExit({
+      sqlitePath,
+      env: { NODE_ENV: 'production' },
+      timeoutMs: 5_000,
+    });
+
+    expect(result.code).toBe(1);
+    expect(result.durationMs).toBeLessThan(5_000);
+    const output = result.stdout + result.stderr;
+    expect(output).toContain('npm run token -- create');
+    expect(output).not.toContain('"listening"');
+    expect(output).not.toContain('development token');
+    const list = await runTokenCli(['list', '--json'], { SQLITE_PATH: sqlitePath });
+    expect(JSON.parse(list.stdout)).toStrictEqual([]);
+  });
+
+  it('listens and accepts a token created with the CLI beforehand', async () => {
+    const sqlitePath = tempSqlitePath();
+    const token = await createToken(sqlitePath, 'production');
+
+    const server = await startServer({ sqlitePath, env: { NODE_ENV: 'production' } });
+
+    expect(server.output()).not.toContain('development token');
+    expect(await createPlantStatus(server.baseUrl, token, 3)).toBe(200);
+  });
+});
+
+describe('an invalid configuration', () => {
+  it('exits non-zero without listening and lists every invalid variable on stderr', async () => {
+    const result = await runServerToExit({
+      sqlitePath: tempSqlitePath(),
+      env: { PORT: 'abc', SQLITE_SYNCHRONOUS: 'OFF' },
+    });
+
+    expect(result.code).toBe(1);
+    expect(result.stdout).not.toContain('"listening"');
+    const lines = result.stderr.split('\n');
+    expect(lines.filter((line) => line.includes('PORT') && line.includes('"abc"'))).toHaveLength(1);
+    expect(
+      lines.filter((line) => line.includes('SQLITE_SYNCHRONOUS') && line.includes('"OFF"')),
+    ).toHaveLength(1);
+  });
+});
+
+describe('stopping with a signal', () => {
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    'exits with code 0 on %s after serving requests',
+    async (signal) => {
+      const { server, token } = await startWithToken();
+      expect(await createPlantStatus(server.baseUrl, token, 4)).toBe(200);
+
+      const code = await server.stop(signal);
+
+      expect(code).toBe(0);
+      expect(server.process.signalCode).toBeNull();
+      expect(server.output()).toContain(`"message":"stopping","signal":"${signal}"`);
+    },
+  );
+
+  // The stop handlers must be installed before "listening" is logged: ten tries catch a race.
+  it('exits with code 0 on SIGTERM sent as soon as "listening" is logged', async () => {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const server = await startServer({ sqlitePath: tempSqlitePath() });
+      const code = await server.stop('SIGTERM');
+      expect({ attempt, code, signal: server.process.signalCode }).toStrictEqual({
+        attempt,
+        code: 0,
+        signal: null,
+      });
+    }
+  });
+});

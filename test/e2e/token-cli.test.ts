@@ -1,0 +1,218 @@
+import {
+  cleanupChildren,
+  runTokenCli,
+  startServer,
+  tempSqlitePath,
+} from '../support/server-process';
+
+const CREATED =
+  /^Created token ([0-9a-f]{12}) \(([^\n]*)\)\. Its secret is shown this once; store it safely:\n(plnt_[A-Za-z0-9_-]{43})\n$/;
+const ISO_TIME = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
+
+interface ListedToken {
+  id: string;
+  name: string;
+  createdAt: string;
+  lastUsedAt?: string;
+  revokedAt?: string;
+}
+
+async function cliCreate(
+  sqlitePath: string,
+  name: string,
+): Promise<{ id: string; secret: string; stdout: string }> {
+  const result = await runTokenCli(['create', '--name', name], { SQLITE_PATH: sqlitePath });
+  expect(result).toMatchObject({ code: 0, stderr: '' });
+  const match = CREATED.exec(result.stdout);
+  if (match === null) throw new Error(`Unexpected output of create:\n${result.stdout}`);
+  expect(match[2]).toBe(name);
+  return { id: match[1]!, secret: match[3]!, stdout: result.stdout };
+}
+
+async function cliListJson(sqlitePath: string): Promise<{ tokens: ListedToken[]; stdout: string }> {
+  const result = await runTokenCli(['list', '--json'], { SQLITE_PATH: sqlitePath });
+  expect(result).toMatchObject({ code: 0, stderr: '' });
+  return { tokens: JSON.parse(result.stdout) as ListedToken[], stdout: result.stdout };
+}
+
+async function postPlant(baseUrl: string, secret: string, id: number): Promise<Response> {
+  return fetch(`${baseUrl}/plants`, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ id, name: 'Monstera deliciosa' }),
+  });
+}
+
+afterEach(cleanupChildren);
+
+describe('token create', () => {
+  it('prints a plnt_ secret exactly once and exits 0', async () => {
+    const sqlitePath = tempSqlitePath();
+
+    const { secret, stdout } = await cliCreate(sqlitePath, 'ci deploy');
+
+    expect(stdout.split(secret)).toHaveLength(2);
+  });
+
+  it('gives a different id and secret to each token', async () => {
+    const sqlitePath = tempSqlitePath();
+
+    const first = await cliCreate(sqlitePath, 'one');
+    const second = await cliCreate(sqlitePath, 'two');
+
+    expect(second.id).not.toBe(first.id);
+    expect(second.secret).not.toBe(first.secret);
+  });
+});
+
+describe('token list', () => {
+  it('shows id, name and created time as JSON, never the secret', async () => {
+    const sqlitePath = tempSqlitePath();
+    const before = Date.now();
+    const { id, secret } = await cliCreate(sqlitePath, 'ci');
+
+    const { tokens, stdout } = await cliListJson(sqlitePath);
+
+    expect(stdout).not.toContain(secret);
+    expect(stdout).not.toContain(secret.slice('plnt_'.length));
+    expect(tokens).toStrictEqual([{ id, name: 'ci', createdAt: expect.stringMatching(ISO_TIME) }]);
+    const createdAt = Date.parse(tokens[0]!.createdAt);
+    expect(createdAt).toBeGreaterThanOrEqual(before);
+    expect(createdAt).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('shows id, name and created time as a table, never the secret', async () => {
+    const sqlitePath = tempSqlitePath();
+    const { id, secret } = await cliCreate(sqlitePath, 'ci');
+    const { tokens } = await cliListJson(sqlitePath);
+
+    const result = await runTokenCli(['list'], { SQLITE_PATH: sqlitePath });
+
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).not.toContain(secret);
+    expect(result.stdout).not.toContain(secret.slice('plnt_'.length));
+    const [header, row, ...rest] = result.stdout.trimEnd().split('\n');
+    expect(rest).toStrictEqual([]);
+    expect(header?.split(/\s{2,}/)).toStrictEqual([
+      'ID',
+      'NAME',
+      'CREATED',
+      'LAST USED',
+      'REVOKED',
+    ]);
+    expect(row?.split(/\s{2,}/)).toStrictEqual([id, 'ci', tokens[0]!.createdAt, '-', '-']);
+  });
+});
+
+describe('a token created with the CLI', () => {
+  it('authenticates on a running server without a restart', async () => {
+    const sqlitePath = tempSqlitePath();
+    const server = await startServer({ sqlitePath });
+    const { secret } = await cliCreate(sqlitePath, 'ci');
+
+    const response = await postPlant(server.baseUrl, secret, 1);
+
+    expect(response.status).toBe(200);
+    expect(await response.json()).toStrictEqual({ name: 'Monstera deliciosa' });
+  });
+
+  it('gets a lastUsedAt in list --json once it was used, and not before', async () => {
+    const sqlitePath = tempSqlitePath();
+    const { id, secret } = await cliCreate(sqlitePath, 'ci');
+    const server = await startServer({ sqlitePath });
+    expect((await cliListJson(sqlitePath)).tokens[0]).not.toHaveProperty('lastUsedAt');
+
+    const before = Date.now();
+    expect((await postPlant(server.baseUrl, secret, 1)).status).toBe(200);
+    const after = Date.now();
+
+    const { tokens } = await cliListJson(sqlitePath);
+    expect(tokens).toStrictEqual([
+      {
+        id,
+        name: 'ci',
+        createdAt: expect.stringMatching(ISO_TIME),
+        lastUsedAt: expect.stringMatching(ISO_TIME),
+      },
+    ]);
+    const lastUsedAt = Date.parse(tokens[0]!.lastUsedAt!);
+    expect(lastUsedAt).toBeGreaterThanOrEqual(before);
+    expect(lastUsedAt).toBeLessThanOrEqual(after);
+  });
+});
+
+describe('token revoke', () => {
+  it('makes the very next request with the token answer 401 invalid_token while the server keeps running', async () => {
+    const sqlitePath = tempSqlitePath();
+    const revoked = await cliCreate(sqlitePath, 'revoked');
+    const kept = await cliCreate(sqlitePath, 'kept');
+    const server = await startServer({ sqlitePath });
+    expect((await postPlant(server.baseUrl, revoked.secret, 1)).status).toBe(200);
+
+    const result = await runTokenCli(['revoke', revoked.id], { SQLITE_PATH: sqlitePath });
+    const response = await postPlant(server.baseUrl, revoked.secret, 2);
+
+    expect(result).toStrictEqual({ code: 0, stdout: `Revoked token ${revoked.id}.\n`, stderr: '' });
+    expect(response.status).toBe(401);
+    expect(response.headers.get('www-authenticate')).toBe(
+      'Bearer realm="plants", error="invalid_token"',
+    );
+    expect(await response.json()).toStrictEqual({
+      error: 401,
+      message: 'A valid bearer token is required in the Authorization header.',
+    });
+    expect(server.process.exitCode).toBeNull();
+    expect((await postPlant(server.baseUrl, kept.secret, 2)).status).toBe(200);
+    const { tokens } = await cliListJson(sqlitePath);
+    expect(tokens.find((token) => token.id === revoked.id)?.revokedAt).toMatch(ISO_TIME);
+    expect(tokens.find((token) => token.id === kept.id)).not.toHaveProperty('revokedAt');
+  });
+
+  it('exits 1 and says so when no token has the id', async () => {
+    const sqlitePath = tempSqlitePath();
+    await cliCreate(sqlitePath, 'ci');
+
+    const result = await runTokenCli(['revoke', 'ffffffffffff'], { SQLITE_PATH: sqlitePath });
+
+    expect(result).toStrictEqual({
+      code: 1,
+      stdout: '',
+      stderr: 'No active token has the id ffffffffffff.\n',
+    });
+  });
+
+  it('exits 1 when the token is already revoked', async () => {
+    const sqlitePath = tempSqlitePath();
+    const { id } = await cliCreate(sqlitePath, 'ci');
+    expect((await runTokenCli(['revoke', id], { SQLITE_PATH: sqlitePath })).code).toBe(0);
+
+    const result = await runTokenCli(['revoke', id], { SQLITE_PATH: sqlitePath });
+
+    expect(result).toStrictEqual({
+      code: 1,
+      stdout: '',
+      stderr: `No active token has the id ${id}.\n`,
+    });
+  });
+});
+
+describe('bad usage of the token CLI', () => {
+  it.each([
+    ['no command', []],
+    ['create without --name', ['create']],
+    ['an unknown command', ['rotate']],
+    ['revoke without an id', ['revoke']],
+    ['an unknown option', ['list', '--all']],
+  ])('exits 2 with the usage text for %s', async (_label, args) => {
+    const sqlitePath = tempSqlitePath();
+
+    const result = await runTokenCli(args, { SQLITE_PATH: sqlitePath });
+
+    expect(result.code).toBe(2);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('Usage:\n');
+    expect(result.stderr).toContain('npm run token -- create --name NAME');
+    expect(result.stderr).toContain('npm run token -- list [--json]');
+    expect(result.stderr).toContain('npm run token -- revoke ID');
+  });
+});
