@@ -132,6 +132,48 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * This contract, as a reference page
+         * @description An HTML page that renders this contract with Swagger UI, served by the service itself from
+         *     its npm package: it needs no internet. The page loads its script and style from
+         *     `/docs/assets/{file}` and the contract from `/openapi.json`.
+         */
+        get: operations["getDocs"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs/assets/{file}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A script or style sheet of the reference page
+         * @description One of the few static files `/docs` loads; any other name answers 400.
+         */
+        get: operations["getDocsAsset"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -197,12 +239,6 @@ export interface components {
                 [name: string]: unknown;
             };
             content: {
-                /**
-                 * @example {
-                 *       "error": 400,
-                 *       "message": "request/body/name must NOT have more than 255 characters"
-                 *     }
-                 */
                 "application/json": components["schemas"]["Error"];
             };
         };
@@ -276,7 +312,60 @@ export interface components {
                 /**
                  * @example {
                  *       "error": 415,
-                 *       "message": "The request body must be application/json."
+                 *       "message": "The request body must be application/json in UTF-8."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description The request did not arrive in time: its headers within 10 s, or all of it within 30 s
+         *     (the operators may configure other limits). The connection is closed.
+         */
+        RequestTimeout: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": 408,
+                 *       "message": "The request took too long to arrive."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
+         * @description Too many failed authentications from this client address (20 a minute by default), or,
+         *     where the operators set one, too many requests with this token. Wait the number of
+         *     seconds in `Retry-After`.
+         */
+        TooManyRequests: {
+            headers: {
+                "Retry-After": components["headers"]["Retry-After"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": 429,
+                 *       "message": "Too many failed authentications from this address; try again later."
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The request's headers are larger than the limit (16 KiB by default). The connection is closed. */
+        RequestHeaderFieldsTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": 431,
+                 *       "message": "The request headers are too large."
                  *     }
                  */
                 "application/json": components["schemas"]["Error"];
@@ -288,11 +377,7 @@ export interface components {
          */
         ServiceUnavailable: {
             headers: {
-                /**
-                 * @description Seconds to wait before retrying.
-                 * @example 1
-                 */
-                "Retry-After": number;
+                "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
             content: {
@@ -324,6 +409,11 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /**
+         * @description Seconds to wait before retrying.
+         * @example 1
+         */
+        "Retry-After": number;
         /**
          * @description The bearer challenge (RFC 6750 section 3): `Bearer realm="plants"`, with
          *     `error="invalid_token"` added when a token was presented but not accepted.
@@ -359,9 +449,12 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -391,6 +484,9 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -463,6 +559,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example openapi: 3.1.0
+                     *     info:
+                     *       title: Plant Store
+                     *       version: 1.0.0
+                     */
                     "application/yaml": string;
                 };
             };
@@ -484,10 +586,79 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "openapi": "3.1.0",
+                     *       "info": {
+                     *         "title": "Plant Store",
+                     *         "version": "1.0.0"
+                     *       }
+                     *     }
+                     */
                     "application/json": Record<string, never>;
                 };
             };
             400: components["responses"]["BadRequest"];
+        };
+    };
+    getDocs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The reference page. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example <!doctype html>
+                     *     <html lang="en">
+                     *       <head><title>Plant Store API reference</title></head>
+                     *       <body><div id="swagger-ui"></div></body>
+                     *     </html>
+                     */
+                    "text/html": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
+        };
+    };
+    getDocsAsset: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The file's name.
+                 * @example swagger-ui.css
+                 */
+                file: "swagger-ui.css" | "swagger-ui-bundle.js" | "docs.js";
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The file. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example .swagger-ui .opblock { margin: 0 0 15px; } */
+                    "text/css": string;
+                    /** @example window.ui = SwaggerUIBundle({ url: 'openapi.json', dom_id: '#swagger-ui' }); */
+                    "text/javascript": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            500: components["responses"]["InternalError"];
         };
     };
 }

@@ -1,3 +1,4 @@
+import type { LogLevel } from './logger';
 import type { PostgresStoreOptions } from './store/postgres/postgres-plant-store';
 import type { SqliteStoreOptions, SqliteSynchronous } from './store/sqlite/sqlite-plant-store';
 
@@ -16,6 +17,32 @@ export interface Config {
   /** Worker processes to serve from (node:cluster); 1 serves from the main process. */
   readonly workers: number;
   readonly store: StoreConfig;
+  readonly log: { readonly level: LogLevel; readonly format: 'auto' | 'json' | 'pretty' };
+  /** Serve Prometheus metrics at GET /metrics. */
+  readonly metrics: boolean;
+  /** Origins allowed to call the API from a browser; empty turns CORS off. */
+  readonly corsOrigins: readonly string[];
+  /** Proxy hops in front of the service whose X-Forwarded-For is trusted for the client address. */
+  readonly trustProxyHops: number;
+  readonly limits: {
+    /** Failed authentications per client address and window before 429; 0 turns it off. */
+    readonly authFailures: number;
+    readonly authFailureWindowMs: number;
+    /** Requests per token and window before 429; 0 turns it off. */
+    readonly tokenRequests: number;
+    readonly tokenWindowMs: number;
+  };
+  readonly http: HttpServerConfig;
+}
+
+/** Time-outs and limits of the HTTP server itself. */
+export interface HttpServerConfig {
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+  /** How long in-flight requests may run after SIGTERM before their connections are closed. */
+  readonly shutdownTimeoutMs: number;
 }
 
 /** Thrown by parseConfig with every problem found, one per line. */
@@ -67,6 +94,28 @@ class Reader {
   }
 }
 
+function readOrigins(read: Reader): string[] {
+  const value = read.optional('CORS_ORIGINS');
+  if (value === undefined) return [];
+  const origins = value
+    .split(',')
+    .map((origin) => origin.trim())
+    .filter((origin) => origin !== '');
+  for (const origin of origins) {
+    let valid = false;
+    try {
+      valid = /^https?:$/.test(new URL(origin).protocol) && new URL(origin).origin === origin;
+    } catch {
+      valid = false;
+    }
+    if (!valid)
+      read.problems.push(
+        `CORS_ORIGINS must list origins like https://app.example.com, not "${origin}"`,
+      );
+  }
+  return origins;
+}
+
 function readStore(read: Reader): StoreConfig {
   const url = read.optional('DATABASE_URL');
   const postgres = {
@@ -97,6 +146,34 @@ export function parseConfig(env: Env): Config {
     validateResponses: read.boolean('VALIDATE_RESPONSES', false),
     workers: read.integer('WORKERS', 1, 1, 64),
     store: Object.freeze(readStore(read)),
+    log: Object.freeze({
+      level: read.oneOf<LogLevel>('LOG_LEVEL', 'info', [
+        'fatal',
+        'error',
+        'warn',
+        'info',
+        'debug',
+        'trace',
+        'silent',
+      ]),
+      format: read.oneOf('LOG_FORMAT', 'auto', ['auto', 'json', 'pretty'] as const),
+    }),
+    metrics: read.boolean('METRICS', true),
+    corsOrigins: Object.freeze(readOrigins(read)),
+    trustProxyHops: read.integer('TRUST_PROXY_HOPS', 0, 0, 10),
+    limits: Object.freeze({
+      authFailures: read.integer('AUTH_FAILURE_LIMIT', 20, 0, 1_000_000),
+      authFailureWindowMs: read.integer('AUTH_FAILURE_WINDOW_MS', 60_000, 1000, 86_400_000),
+      tokenRequests: read.integer('TOKEN_RATE_LIMIT', 0, 0, 100_000_000),
+      tokenWindowMs: read.integer('TOKEN_RATE_WINDOW_MS', 60_000, 1000, 86_400_000),
+    }),
+    http: Object.freeze({
+      headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+      requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+      keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+      maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
+      shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    }),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);

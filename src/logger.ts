@@ -1,21 +1,40 @@
-/** Where the service reports what it does; one JSON object per line. */
-export interface Logger {
-  info(message: string, fields?: Record<string, unknown>): void;
-  error(message: string, fields?: Record<string, unknown>): void;
-}
+import pino, { type Logger as PinoLogger } from 'pino';
 
-/** A logger that writes JSON lines to a stream. */
-export function createJsonLogger(stream: NodeJS.WritableStream): Logger {
-  const write = (level: string, message: string, fields?: Record<string, unknown>) => {
-    stream.write(
-      `${JSON.stringify({ time: new Date().toISOString(), level, message, ...fields })}\n`,
-    );
-  };
-  return {
-    info: (message, fields) => write('info', message, fields),
-    error: (message, fields) => write('error', message, fields),
-  };
-}
+/** The service's logger: pino, one JSON object per line, secrets redacted. */
+export type Logger = PinoLogger;
 
-/** A logger that drops everything. */
-export const silentLogger: Logger = { info() {}, error() {} };
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+
+/** Paths pino censors wherever they appear, whatever a caller logs. */
+const REDACT = [
+  'authorization',
+  '*.authorization',
+  'headers.authorization',
+  '*.headers.authorization',
+  'token',
+  '*.token',
+  'secret',
+  '*.secret',
+];
+
+/** A JSON-lines logger at `level`; `pretty` renders readable lines for a person at a terminal. */
+export function createLogger(options: {
+  level: LogLevel;
+  pretty?: boolean;
+  destination?: pino.DestinationStream;
+}): Logger {
+  const base: pino.LoggerOptions = {
+    level: options.level,
+    messageKey: 'message',
+    base: { pid: process.pid },
+    redact: { paths: REDACT, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  if (options.pretty) {
+    return pino({
+      ...base,
+      transport: { target: 'pino-pretty', options: { messageKey: 'message', translateTime: true } },
+    });
+  }
+  return pino(base, options.destination ?? pino.destination({ sync: true }));
+}

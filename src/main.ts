@@ -4,7 +4,9 @@ import path from 'node:path';
 import { createApp } from './app';
 import { ConfigError, parseConfig, type Config } from './config';
 import { loadOpenApiDocument } from './http/openapi-document';
-import { createJsonLogger, type Logger } from './logger';
+import { createLogger, type Logger } from './logger';
+import { createMetrics } from './metrics';
+import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
 import { createTokensService } from './service/tokens-service';
 import { openStore } from './store/open-store';
@@ -39,7 +41,7 @@ async function firstToken(
   const tokens = createTokensService({ store });
   if ((await tokens.countActive()) > 0) return true;
   if (config.production) {
-    logger.error(
+    logger.fatal(
       'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
     );
     return false;
@@ -63,38 +65,51 @@ function printDevelopmentToken(secret: string, url: string): void {
 /** Serves requests from this process until a stop signal; resolves with the exit code. */
 function serve(
   config: Config,
-  store: PlantStore,
+  openedStore: PlantStore,
   logger: Logger,
   onListening: (url: string) => void,
 ): Promise<number> {
+  const metrics = config.metrics ? createMetrics() : undefined;
+  const store = metrics?.instrumentStore(openedStore) ?? openedStore;
+  let shuttingDown = false;
   const app = createApp({
     document: loadOpenApiDocument(SPEC_PATH),
     plants: createPlantsService({ store }),
     tokens: createTokensService({ store }),
-    checkReady: () => store.ping(),
+    readiness: { checkStore: () => store.ping(), isShuttingDown: () => shuttingDown },
     logger,
     bodyLimitBytes: config.bodyLimitBytes,
     validateResponses: config.validateResponses,
+    metrics,
+    corsOrigins: config.corsOrigins,
+    trustProxyHops: config.trustProxyHops,
+    limits: config.limits,
   });
+  const server = createHttpServer(app, config.http);
   return new Promise<number>((resolve, reject) => {
-    const server = app.listen(config.port, config.host);
     // Installed before the port is bound, so a signal at any moment after start stops cleanly.
     onStopSignal((signal) => {
-      logger.info('stopping', { signal, pid: process.pid });
-      server.close(() => {
-        store.close().then(
-          () => resolve(0),
-          () => resolve(1),
+      shuttingDown = true;
+      logger.info({ signal }, 'stopping: draining in-flight requests');
+      closeGracefully(server, config.http.shutdownTimeoutMs)
+        .then(() => store.close())
+        .then(
+          () => {
+            logger.info('stopped');
+            resolve(0);
+          },
+          (error: unknown) => {
+            logger.error({ err: error }, 'closing the store failed');
+            resolve(1);
+          },
         );
-      });
-      server.closeIdleConnections();
     });
-    server.once('error', reject).once('listening', () => {
+    server.once('error', reject).listen(config.port, config.host, () => {
       const url = urlOf(config.host, (server.address() as AddressInfo).port);
       onListening(url);
       // Under cluster the primary says "listening" once, after the first worker is.
       const message = cluster.isWorker ? 'worker listening' : 'listening';
-      logger.info(message, { url, store: config.store.kind, pid: process.pid });
+      logger.info({ url, store: config.store.kind }, message);
     });
   });
 }
@@ -113,22 +128,17 @@ function supervise(
     announced = true;
     const url = urlOf(config.host, address.port);
     onListening(url);
-    logger.info('listening', {
-      url,
-      store: config.store.kind,
-      workers: config.workers,
-      pid: process.pid,
-    });
+    logger.info({ url, store: config.store.kind, workers: config.workers }, 'listening');
   });
   cluster.on('exit', (worker, code, signal) => {
     if (stopping) return;
-    logger.error('worker exited; starting another', { pid: worker.process.pid, code, signal });
+    logger.error({ worker: worker.process.pid, code, signal }, 'worker exited; starting another');
     cluster.fork();
   });
   return new Promise<number>((resolve) => {
     onStopSignal((signal) => {
       stopping = true;
-      logger.info('stopping workers', { signal });
+      logger.info({ signal }, 'stopping workers');
       const workers = Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
       let running = workers.length;
       if (running === 0) resolve(0);
@@ -143,7 +153,6 @@ function supervise(
 }
 
 async function main(): Promise<number> {
-  const logger = createJsonLogger(process.stdout);
   let config: Config;
   try {
     config = parseConfig(process.env);
@@ -152,6 +161,11 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 1;
   }
+  const { level, format } = config.log;
+  const pretty =
+    format === 'pretty' ||
+    (format === 'auto' && !config.production && process.stdout.isTTY === true);
+  const logger = createLogger({ level, pretty });
   if (cluster.isWorker)
     return serve(config, await openStore(config.store), logger, () => undefined);
 

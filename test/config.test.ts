@@ -19,6 +19,23 @@ const DEFAULTS: Config = {
   validateResponses: false,
   workers: 1,
   store: { kind: 'sqlite', path: './data/plants.sqlite', synchronous: 'FULL', busyTimeoutMs: 1000 },
+  log: { level: 'info', format: 'auto' },
+  metrics: true,
+  corsOrigins: [],
+  trustProxyHops: 0,
+  limits: {
+    authFailures: 20,
+    authFailureWindowMs: 60_000,
+    tokenRequests: 0,
+    tokenWindowMs: 60_000,
+  },
+  http: {
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    keepAliveTimeoutMs: 5000,
+    maxHeaderBytes: 16_384,
+    shutdownTimeoutMs: 10_000,
+  },
 };
 
 describe('parseConfig', () => {
@@ -51,6 +68,20 @@ describe('parseConfig', () => {
           SQLITE_SYNCHRONOUS: 'NORMAL',
           SQLITE_BUSY_TIMEOUT_MS: '250',
           WORKERS: '3',
+          LOG_LEVEL: 'debug',
+          LOG_FORMAT: 'json',
+          METRICS: 'false',
+          CORS_ORIGINS: 'https://app.example.com, http://localhost:3000',
+          TRUST_PROXY_HOPS: '1',
+          AUTH_FAILURE_LIMIT: '5',
+          AUTH_FAILURE_WINDOW_MS: '30000',
+          TOKEN_RATE_LIMIT: '600',
+          TOKEN_RATE_WINDOW_MS: '1000',
+          HEADERS_TIMEOUT_MS: '2000',
+          REQUEST_TIMEOUT_MS: '4000',
+          KEEP_ALIVE_TIMEOUT_MS: '3000',
+          MAX_HEADER_BYTES: '8192',
+          SHUTDOWN_TIMEOUT_MS: '1500',
         }),
       ).toStrictEqual({
         production: true,
@@ -65,7 +96,43 @@ describe('parseConfig', () => {
           synchronous: 'NORMAL',
           busyTimeoutMs: 250,
         },
+        log: { level: 'debug', format: 'json' },
+        metrics: false,
+        corsOrigins: ['https://app.example.com', 'http://localhost:3000'],
+        trustProxyHops: 1,
+        limits: {
+          authFailures: 5,
+          authFailureWindowMs: 30_000,
+          tokenRequests: 600,
+          tokenWindowMs: 1000,
+        },
+        http: {
+          headersTimeoutMs: 2000,
+          requestTimeoutMs: 4000,
+          keepAliveTimeoutMs: 3000,
+          maxHeaderBytes: 8192,
+          shutdownTimeoutMs: 1500,
+        },
       });
+    });
+
+    it('lists every invalid operational setting together', () => {
+      const error = configErrorOf({
+        LOG_LEVEL: 'loud',
+        CORS_ORIGINS: 'https://ok.example.com,not-an-origin,https://x.example.com/path',
+        HEADERS_TIMEOUT_MS: '10',
+        METRICS: 'maybe',
+      });
+      expect(error.problems).toHaveLength(5);
+      for (const name of [
+        'LOG_LEVEL',
+        'not-an-origin',
+        'https://x.example.com/path',
+        'HEADERS_TIMEOUT_MS',
+        'METRICS',
+      ]) {
+        expect(error.message).toContain(name);
+      }
     });
 
     it.each([

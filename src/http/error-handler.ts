@@ -5,6 +5,7 @@ import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
 import { HttpProblem } from './http-error';
+import { requestIdOf } from './request-log';
 import type { Json } from './openapi-types';
 
 const DOMAIN_STATUS: Readonly<Record<DomainErrorCode, number>> = { conflict: 409, not_found: 404 };
@@ -79,19 +80,12 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     let answer = toAnswer(error);
+    const context = { requestId: requestIdOf(res), method: req.method, path: req.path };
     if (answer === UNAVAILABLE) {
-      logger.error('store unavailable', {
-        method: req.method,
-        path: req.path,
-        cause: String((error as Error).cause),
-      });
+      logger.warn({ ...context, cause: String((error as Error).cause) }, 'store unavailable');
     }
     if (answer === undefined) {
-      logger.error('request failed', {
-        method: req.method,
-        path: req.path,
-        error: error instanceof Error ? error.stack : String(error),
-      });
+      logger.error({ ...context, err: error }, 'request failed');
       answer = { status: 500, message: 'Internal server error.' };
     }
     const body: Json<'createPlant', 400> = { error: answer.status, message: answer.message };

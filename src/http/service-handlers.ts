@@ -1,12 +1,21 @@
 import type { RequestHandler } from 'express';
-import { StoreUnavailableError } from '../store/plant-store';
+import { HttpProblem } from './http-error';
 import type { OpenApiDocument } from './openapi-document';
 import type { Json, OperationId } from './openapi-types';
+
+/** What the readiness probe asks: is the store answering, and is this instance going away. */
+export interface Readiness {
+  /** Resolves when the store answers a trivial query. */
+  checkStore(): Promise<void>;
+  isShuttingDown(): boolean;
+}
+
+const RETRY = { 'Retry-After': '1' };
 
 /** Handlers of the unauthenticated operations: the probes and the published contract. */
 export function createServiceHandlers(
   document: OpenApiDocument,
-  checkReady: () => Promise<void>,
+  readiness: Readiness,
 ): Readonly<
   Record<
     Extract<OperationId, 'getHealth' | 'getReadiness' | 'getOpenApiYaml' | 'getOpenApiJson'>,
@@ -15,12 +24,12 @@ export function createServiceHandlers(
 > {
   return {
     async getReadiness(_req, res) {
+      if (readiness.isShuttingDown())
+        throw new HttpProblem(503, 'The service is shutting down.', RETRY);
       try {
-        await checkReady();
-      } catch (error) {
-        throw error instanceof StoreUnavailableError
-          ? error
-          : new StoreUnavailableError({ cause: error });
+        await readiness.checkStore();
+      } catch {
+        throw new HttpProblem(503, 'The store is unavailable; try again shortly.', RETRY);
       }
       res.json({ status: 'ready' } satisfies Json<'getReadiness', 200>);
     },

@@ -190,7 +190,10 @@ describe('stopping with a signal', () => {
 
       expect(code).toBe(0);
       expect(server.process.signalCode).toBeNull();
-      expect(server.output()).toContain(`"message":"stopping","signal":"${signal}"`);
+      expect(server.output()).toContain(
+        `"signal":"${signal}","message":"stopping: draining in-flight requests"`,
+      );
+      expect(server.output()).toContain('"message":"stopped"');
     },
   );
 

@@ -52,7 +52,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     const server = await startServer({ sqlitePath, env: { WORKERS: '2' } });
     const token = developmentTokens(server.output())[0]!;
     const workers = () =>
-      new Set(server.stdout().match(/"message":"worker listening".*"pid":\d+/g)).size;
+      new Set(server.stdout().match(/"pid":\d+[^\n]*"message":"worker listening"/g)).size;
     for (const deadline = Date.now() + 10_000; workers() < 2 && Date.now() < deadline;) {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

@@ -20,7 +20,13 @@ describe('unexpected failures', () => {
       .send({ id: 1, name: 'a' });
     expectError(res, 500, /^Internal server error\.$/);
     expect(res.text).not.toMatch(/sqlite|postgres|database|pool|\/tmp|at .*\.ts|Error:/i);
-    expect(t.errors).toHaveLength(1);
-    expect(t.errors[0]).toMatch(/^request failed/);
+    // The cause, with its stack, goes to the log: once from the error handler, once in the request line.
+    const logged = t.errors.map((line) => JSON.parse(line) as Record<string, unknown>);
+    expect(logged.map((entry) => entry['message'])).toEqual(['request failed', 'request']);
+    expect(logged[0]).toMatchObject({
+      path: '/plants',
+      err: { message: expect.any(String), stack: expect.any(String) },
+    });
+    expect(logged[1]).toMatchObject({ res: { status: 500 }, operationId: 'createPlant' });
   });
 });

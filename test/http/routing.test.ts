@@ -13,7 +13,7 @@ afterEach(async () => {
 });
 
 describe('routing', () => {
-  it.each(['/', '/plant', '/plants/', '/plants/1/leaves', '/PLANTS', '/docs'])(
+  it.each(['/', '/plant', '/plants/', '/plants/1/leaves', '/PLANTS', '/doc'])(
     'returns 404 with the Error body for %s, without asking for a token',
     async (path) => {
       expectError(await request(t.app).post(path), 404);

@@ -5,7 +5,10 @@ import type { Express } from 'express';
 import type { Response } from 'supertest';
 import { createApp, type AppDeps } from '../../src/app';
 import { loadOpenApiDocument } from '../../src/http/openapi-document';
-import type { Logger } from '../../src/logger';
+import { createLogger } from '../../src/logger';
+
+/** One JSON log line. */
+export type LogLine = { level: number; message: string } & Record<string, unknown>;
 import { createPlantsService } from '../../src/service/plants-service';
 import { createTokensService, type TokensService } from '../../src/service/tokens-service';
 import type { PlantStore } from '../../src/store/plant-store';
@@ -23,6 +26,10 @@ export interface TestApp {
   readonly tokens: TokensService;
   /** What the app logged at error level (unexpected failures). */
   readonly errors: string[];
+  /** Every line the app logged, parsed. */
+  readonly logs: LogLine[];
+  /** Makes the readiness probe report that the instance is going away. */
+  startShutdown(): void;
   close(): Promise<void>;
 }
 
@@ -54,18 +61,34 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
   const tokens = createTokensService({ store });
   const { secret } = await tokens.issue('test');
   const errors: string[] = [];
-  const logger: Logger = {
-    info() {},
-    error: (message, fields) => errors.push(`${message} ${JSON.stringify(fields)}`),
-  };
+  const logs: LogLine[] = [];
+  const logger = createLogger({
+    level: 'info',
+    destination: {
+      write(line: string) {
+        const entry = JSON.parse(line) as LogLine;
+        logs.push(entry);
+        if (entry.level >= 50) errors.push(line);
+      },
+    },
+  });
+  let shuttingDown = false;
   const app = createApp({
     document: loadOpenApiDocument(SPEC_PATH),
     plants: createPlantsService({ store }),
     tokens,
-    checkReady: () => store.ping(),
+    readiness: { checkStore: () => store.ping(), isShuttingDown: () => shuttingDown },
     logger,
     bodyLimitBytes: 64 * 1024,
     validateResponses: true,
+    corsOrigins: [],
+    trustProxyHops: 0,
+    limits: {
+      authFailures: 0,
+      authFailureWindowMs: 60_000,
+      tokenRequests: 0,
+      tokenWindowMs: 60_000,
+    },
     ...overrides,
   });
   return {
@@ -74,6 +97,10 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
     store,
     tokens,
     errors,
+    logs,
+    startShutdown() {
+      shuttingDown = true;
+    },
     async close() {
       await store.close().catch(() => undefined);
       await remove();

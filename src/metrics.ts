@@ -1,0 +1,81 @@
+import type { RequestHandler } from 'express';
+import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { routedOperation } from './http/route-gate';
+import type { PlantStore } from './store/plant-store';
+
+export interface Metrics {
+  /** Counts and times every request, labelled by operationId, method and status. */
+  readonly middleware: RequestHandler;
+  /** GET /metrics in the Prometheus text format. */
+  readonly handler: RequestHandler;
+  /** The same store, timing every call, labelled by method and outcome. */
+  instrumentStore(store: PlantStore): PlantStore;
+}
+
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** Prometheus metrics in a registry of their own (no global state), process metrics included. */
+export function createMetrics(): Metrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  const requests = new Counter({
+    name: 'http_requests_total',
+    help: 'HTTP requests answered, by contract operation, method and status.',
+    labelNames: ['operation', 'method', 'status'] as const,
+    registers: [registry],
+  });
+  const latency = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Time from a request arriving to its response being written, by operation and status.',
+    labelNames: ['operation', 'method', 'status'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const storeLatency = new Histogram({
+    name: 'store_operation_duration_seconds',
+    help: 'Time of one store call, by store method and outcome (ok or error).',
+    labelNames: ['operation', 'outcome'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+
+  return {
+    middleware(req, res, next) {
+      const stop = latency.startTimer();
+      res.once('finish', () => {
+        const labels = {
+          // Unrouted requests share one label, so a scan of random paths cannot grow the series.
+          operation: routedOperation(res)?.operationId ?? 'none',
+          method: req.method,
+          status: String(res.statusCode),
+        };
+        requests.inc(labels);
+        stop(labels);
+      });
+      next();
+    },
+    async handler(_req, res) {
+      res.type(registry.contentType).send(await registry.metrics());
+    },
+    instrumentStore(store) {
+      const timed: Record<string, unknown> = {};
+      for (const [name, method] of Object.entries(store) as [
+        string,
+        (...args: unknown[]) => Promise<unknown>,
+      ][]) {
+        timed[name] = async (...args: unknown[]) => {
+          const stop = storeLatency.startTimer({ operation: name });
+          try {
+            const result = await method(...args);
+            stop({ outcome: 'ok' });
+            return result;
+          } catch (error) {
+            stop({ outcome: 'error' });
+            throw error;
+          }
+        };
+      }
+      return timed as unknown as PlantStore;
+    },
+  };
+}

@@ -1,0 +1,268 @@
+import request from 'supertest';
+import { createMetrics } from '../../src/metrics';
+import { buildTestApp, expectError, type TestApp } from '../support/test-app';
+
+let t: TestApp;
+afterEach(async () => {
+  expect(t.errors).toEqual([]);
+  await t.close();
+});
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+function create(id: number, token = t.token) {
+  return request(t.app)
+    .post('/plants')
+    .set('Authorization', `Bearer ${token}`)
+    .set('Content-Type', 'application/json')
+    .send(JSON.stringify({ id, name: 'Secret Fern', tag: 'private-tag' }));
+}
+
+describe('request ids', () => {
+  beforeEach(async () => {
+    t = await buildTestApp();
+  });
+
+  it('generates a UUID when the request has none, on success and on errors', async () => {
+    for (const res of [
+      await create(1),
+      await request(t.app).get('/nowhere'),
+      await request(t.app).delete('/plants/1'),
+    ]) {
+      expect(res.headers['x-request-id']).toMatch(UUID);
+    }
+  });
+
+  it('echoes a well-formed incoming X-Request-Id, also on a 400', async () => {
+    const res = await request(t.app)
+      .post('/plants')
+      .set('Authorization', `Bearer ${t.token}`)
+      .set('X-Request-Id', 'client-42:retry.1_a')
+      .set('Content-Type', 'application/json')
+      .send('{');
+    expectError(res, 400);
+    expect(res.headers['x-request-id']).toBe('client-42:retry.1_a');
+  });
+
+  it.each(['x'.repeat(129), 'has space', 'semi;colon', 'ünicode', ''])(
+    'replaces the malformed incoming id %j with a new UUID',
+    async (id) => {
+      const res = await request(t.app).get('/healthz').set('X-Request-Id', id);
+      expect(res.headers['x-request-id']).toMatch(UUID);
+    },
+  );
+});
+
+describe('request logs', () => {
+  beforeEach(async () => {
+    t = await buildTestApp();
+  });
+
+  it('writes one line per request with its id, operationId, status and latency', async () => {
+    await create(1).set('X-Request-Id', 'trace-1');
+    await request(t.app).delete('/plants/2').set('Authorization', `Bearer ${t.token}`);
+    const lines = t.logs.filter((line) => line.message === 'request');
+    expect(lines).toEqual([
+      expect.objectContaining({
+        reqId: 'trace-1',
+        operationId: 'createPlant',
+        req: { method: 'POST', path: '/plants' },
+        res: { status: 200 },
+        latencyMs: expect.any(Number),
+      }),
+      expect.objectContaining({ operationId: 'deletePlant', res: { status: 404 } }),
+    ]);
+  });
+
+  it('never logs a token, the Authorization header, the query string or a body', async () => {
+    await create(1);
+    await request(t.app)
+      .delete('/plants/1?access_token=plnt_query_secret')
+      .set('Authorization', 'Bearer plnt_wrong_secret');
+    await request(t.app)
+      .post('/plants')
+      .set('Authorization', `Bearer ${t.token}`)
+      .send({ id: 3, name: 'Secret Fern' });
+    const text = JSON.stringify(t.logs);
+    expect(t.logs.length).toBeGreaterThanOrEqual(3);
+    for (const secret of [
+      t.token,
+      'plnt_wrong_secret',
+      'plnt_query_secret',
+      'Secret Fern',
+      'private-tag',
+      'Bearer',
+    ]) {
+      expect(text).not.toContain(secret);
+    }
+  });
+});
+
+describe('GET /metrics', () => {
+  it('counts requests by operation and status, times the store, and exports process metrics', async () => {
+    const metrics = createMetrics();
+    t = await buildTestApp({ metrics });
+    await create(1);
+    await create(1);
+    const res = await request(t.app).get('/metrics');
+    expect(res.status).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    expect(res.text).toContain(
+      'http_requests_total{operation="createPlant",method="POST",status="200"} 1',
+    );
+    expect(res.text).toContain(
+      'http_requests_total{operation="createPlant",method="POST",status="409"} 1',
+    );
+    expect(res.text).toMatch(
+      /http_request_duration_seconds_bucket\{le="0\.005",operation="createPlant"/,
+    );
+    expect(res.text).toContain('process_cpu_user_seconds_total');
+    expect(res.text).toContain('nodejs_eventloop_lag_seconds');
+  });
+
+  it('times store calls by method and outcome when the store is instrumented', async () => {
+    const metrics = createMetrics();
+    t = await buildTestApp({ metrics });
+    const store = metrics.instrumentStore(t.store);
+    await store.createPlant({ id: 5n, name: 'a' });
+    const res = await request(t.app).get('/metrics');
+    expect(res.text).toMatch(
+      /store_operation_duration_seconds_count\{operation="createPlant",outcome="ok"\} 1/,
+    );
+  });
+
+  it('is absent (404) when metrics are turned off', async () => {
+    t = await buildTestApp();
+    expectError(await request(t.app).get('/metrics'), 404);
+  });
+});
+
+describe('security headers', () => {
+  beforeEach(async () => {
+    t = await buildTestApp();
+  });
+
+  it('forbid framing, scripts and caching on API answers', async () => {
+    for (const res of [await create(1), await request(t.app).get('/nowhere')]) {
+      expect(res.headers['content-security-policy']).toBe(
+        "default-src 'none';frame-ancestors 'none'",
+      );
+      expect(res.headers['x-frame-options']).toBe('DENY');
+      expect(res.headers['cache-control']).toBe('no-store');
+      expect(res.headers['referrer-policy']).toBe('no-referrer');
+    }
+  });
+});
+
+describe('CORS', () => {
+  it('is off by default: no CORS headers, and a preflight answers 405', async () => {
+    t = await buildTestApp();
+    const res = await create(1).set('Origin', 'https://app.example.com');
+    expect(res.headers['access-control-allow-origin']).toBeUndefined();
+    const preflight = await request(t.app)
+      .options('/plants')
+      .set('Origin', 'https://app.example.com')
+      .set('Access-Control-Request-Method', 'POST');
+    expectError(preflight, 405);
+  });
+
+  it('answers preflights and exposes headers for a configured origin only', async () => {
+    t = await buildTestApp({ corsOrigins: ['https://app.example.com'] });
+    const preflight = await request(t.app)
+      .options('/plants')
+      .set('Origin', 'https://app.example.com')
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', 'authorization,content-type');
+    expect(preflight.status).toBe(204);
+    expect(preflight.headers['access-control-allow-origin']).toBe('https://app.example.com');
+    expect(preflight.headers['access-control-allow-headers']).toBe(
+      'Authorization,Content-Type,X-Request-Id',
+    );
+    const res = await create(1).set('Origin', 'https://app.example.com');
+    expect(res.headers['access-control-allow-origin']).toBe('https://app.example.com');
+    expect(res.headers['access-control-expose-headers']).toContain('X-Request-Id');
+    const other = await create(2).set('Origin', 'https://evil.example.com');
+    expect(other.status).toBe(200);
+    expect(other.headers['access-control-allow-origin']).toBeUndefined();
+  });
+});
+
+describe('rate limits', () => {
+  it('answers 429 with Retry-After after repeated failed authentications, even with a valid token', async () => {
+    t = await buildTestApp({
+      limits: {
+        authFailures: 3,
+        authFailureWindowMs: 60_000,
+        tokenRequests: 0,
+        tokenWindowMs: 60_000,
+      },
+    });
+    for (let i = 0; i < 3; i++) expectError(await create(1, 'plnt_guess'), 401);
+    const limited = await create(1, 'plnt_guess');
+    expectError(limited, 429, /failed authentications/);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(Number(limited.headers['retry-after'])).toBeLessThanOrEqual(60);
+    expectError(await create(1), 429);
+    expect((await request(t.app).get('/healthz')).status).toBe(200);
+  });
+
+  it('counts failures per client address (X-Forwarded-For with one trusted proxy)', async () => {
+    t = await buildTestApp({
+      trustProxyHops: 1,
+      limits: {
+        authFailures: 2,
+        authFailureWindowMs: 60_000,
+        tokenRequests: 0,
+        tokenWindowMs: 60_000,
+      },
+    });
+    const from = (ip: string, token: string) => create(1, token).set('X-Forwarded-For', ip);
+    expectError(await from('203.0.113.1', 'plnt_guess'), 401);
+    expectError(await from('203.0.113.1', 'plnt_guess'), 401);
+    expectError(await from('203.0.113.1', t.token), 429);
+    expect((await from('203.0.113.2', t.token)).status).toBe(200);
+  });
+
+  it('never counts successful requests', async () => {
+    t = await buildTestApp({
+      limits: {
+        authFailures: 2,
+        authFailureWindowMs: 60_000,
+        tokenRequests: 0,
+        tokenWindowMs: 60_000,
+      },
+    });
+    for (let id = 0; id < 10; id++) expect((await create(id)).status).toBe(200);
+  });
+
+  it('limits requests per token when configured', async () => {
+    t = await buildTestApp({
+      limits: {
+        authFailures: 0,
+        authFailureWindowMs: 60_000,
+        tokenRequests: 2,
+        tokenWindowMs: 60_000,
+      },
+    });
+    expect((await create(1)).status).toBe(200);
+    expect((await create(2)).status).toBe(200);
+    const limited = await create(3);
+    expectError(limited, 429, /this token/);
+    expect(limited.headers['retry-after']).toMatch(/^\d+$/);
+    const other = await t.tokens.issue('other');
+    expect((await create(3, other.secret)).status).toBe(200);
+  });
+});
+
+describe('shutdown', () => {
+  it('turns readiness to 503 at once and asks keep-alive clients to close', async () => {
+    t = await buildTestApp();
+    expect((await request(t.app).get('/readyz')).status).toBe(200);
+    t.startShutdown();
+    const res = await request(t.app).get('/readyz');
+    expectError(res, 503, /shutting down/);
+    expect(res.headers['retry-after']).toBe('1');
+    expect(res.headers['connection']).toBe('close');
+    expect((await create(1)).status).toBe(200);
+  });
+});
