@@ -3,6 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
+import { createGroupCommit } from './group-commit';
 import { sqliteMigrations } from './migrations';
 
 /** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
@@ -67,7 +68,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
   return createSqlitePlantStore(db);
 }
 
-/** The PlantStore over an open, migrated better-sqlite3 database. */
+/** The PlantStore over an open, migrated better-sqlite3 database; writes are group-committed. */
 export function createSqlitePlantStore(db: Database.Database): PlantStore {
   const insertPlant = db.prepare(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',
@@ -89,34 +90,37 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
     .prepare('SELECT COUNT(*) FROM tokens WHERE revoked_at IS NULL')
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
+  const { write, flush } = createGroupCommit(db);
 
   return reportingUnavailable(
     {
       async createPlant(plant) {
-        const { changes } = insertPlant.run(plant.id, plant.name, plant.tag ?? null);
+        const { changes } = await write(() =>
+          insertPlant.run(plant.id, plant.name, plant.tag ?? null),
+        );
         if (changes === 0) return undefined;
         const stored: Plant =
           plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
         return stored;
       },
       async deletePlant(id) {
-        return deletePlant.run(id).changes === 1;
+        return (await write(() => deletePlant.run(id))).changes === 1;
       },
       async insertToken(token: NewToken) {
-        insertToken.run({ ...token, createdAt: token.createdAt.getTime() });
+        await write(() => insertToken.run({ ...token, createdAt: token.createdAt.getTime() }));
       },
       async findActiveToken(hash) {
         const row = findActiveToken.get(hash) as TokenRow | undefined;
         return row === undefined ? undefined : tokenRowToRecord(row);
       },
       async touchToken(id, at) {
-        touchToken.run(at.getTime(), id);
+        await write(() => touchToken.run(at.getTime(), id));
       },
       async listTokens() {
         return (listTokens.all() as TokenRow[]).map(tokenRowToRecord);
       },
       async revokeToken(id, at) {
-        return revokeToken.run(at.getTime(), id).changes === 1;
+        return (await write(() => revokeToken.run(at.getTime(), id))).changes === 1;
       },
       async countActiveTokens() {
         return countActiveTokens.get() as number;
@@ -125,6 +129,7 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
         ping.get();
       },
       async close() {
+        flush();
         db.close();
       },
     },
