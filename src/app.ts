@@ -3,6 +3,7 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
+import { HttpProblem } from './http/http-error';
 import { createJsonBody } from './http/json-body';
 import type { OpenApiDocument } from './http/openapi-document';
 import { createOperationsRouter } from './http/operations-router';
@@ -68,6 +69,15 @@ export function createApp(deps: AppDeps): Express {
   }
   const cors = corsFor(deps.corsOrigins);
   if (cors !== undefined) app.use(cors);
+  app.use((req, _res, next) => {
+    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+      throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
+    }
+    if (req.url.includes('#')) {
+      throw new HttpProblem(400, 'A request target must not contain a fragment (#).');
+    }
+    next();
+  });
   app.use(createRouteGate(deps.document.routes));
   app.use(authFailures.guard);
   app.use(createBearerAuth((secret) => deps.tokens.verify(secret)));

@@ -9,8 +9,13 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
 };
 
 /** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
-function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
-  if (!socket.writable || (error as { bytesParsed?: number }).bytesParsed === undefined) {
+function answerClientError(
+  error: NodeJS.ErrnoException & { rawPacket?: Buffer },
+  socket: Socket,
+): void {
+  const responding = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
+    ?.headersSent;
+  if (!socket.writable || responding === true || error.code === 'ECONNRESET') {
     socket.destroy();
     return;
   }
@@ -21,6 +26,8 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
         ? 408
         : 400;
   const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
+  // A response to HEAD has no body, even when the rest of the request could not be parsed.
+  const head = /^HEAD(?![A-Za-z])/.test(error.rawPacket?.subarray(0, 5).toString('latin1') ?? '');
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
@@ -28,8 +35,23 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
       'Cache-Control: no-store\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       'Connection: close\r\n\r\n' +
-      body,
+      (head ? '' : body),
   );
+}
+
+/**
+ * An absolute-form target (RFC 9112 section 3.2.2) becomes origin-form, so that routing and
+ * validation see the same path.
+ */
+function toOriginForm(req: http.IncomingMessage): void {
+  const target = req.url ?? '/';
+  if (target.startsWith('/') || target === '*') return;
+  try {
+    const url = new URL(target);
+    req.url = url.pathname + url.search + url.hash;
+  } catch {
+    // Not a URL either: the route gate answers 404.
+  }
 }
 
 /**
@@ -38,6 +60,10 @@ function answerClientError(error: NodeJS.ErrnoException, socket: Socket): void {
  * keep-alive connections close after keepAliveTimeoutMs, and headers over maxHeaderBytes get 431.
  */
 export function createHttpServer(app: http.RequestListener, config: HttpServerConfig): http.Server {
+  const handle: http.RequestListener = (req, res) => {
+    toOriginForm(req);
+    app(req, res);
+  };
   const server = http.createServer(
     {
       headersTimeout: config.headersTimeoutMs,
@@ -46,10 +72,14 @@ export function createHttpServer(app: http.RequestListener, config: HttpServerCo
       maxHeaderSize: config.maxHeaderBytes,
       // How often Node checks the two time-outs above; its default (30 s) would let them overrun.
       connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),
+      // The app answers a missing Host itself, with the Error body.
+      requireHostHeader: false,
     },
-    app,
+    handle,
   );
   server.on('clientError', answerClientError);
+  // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
+  server.on('checkExpectation', handle);
   return server;
 }
 
@@ -60,9 +90,13 @@ export function createHttpServer(app: http.RequestListener, config: HttpServerCo
 export function closeGracefully(server: http.Server, deadlineMs: number): Promise<void> {
   return new Promise((resolve) => {
     const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
+    // A keep-alive connection whose last request just finished is closed at once, not after its time-out.
+    const sweep = setInterval(() => server.closeIdleConnections(), 50);
     deadline.unref();
+    sweep.unref();
     server.close(() => {
       clearTimeout(deadline);
+      clearInterval(sweep);
       resolve();
     });
     server.closeIdleConnections();

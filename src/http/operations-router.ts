@@ -21,7 +21,13 @@ export function createOperationsRouter(
       }
       router[method.toLowerCase() as 'get' | 'post' | 'delete'](
         toExpressPath(route.template),
-        handler,
+        (req, res, next) => {
+          // Fail closed: a request the validator did not match never reaches a handler unchecked.
+          if ((req as { openapi?: unknown }).openapi === undefined) {
+            throw new Error(`The request to ${operation.operationId} was not validated.`);
+          }
+          return handler(req, res, next);
+        },
       );
     }
   }

@@ -23,8 +23,11 @@ export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
     if (route === undefined) {
       throw new HttpProblem(404, `No resource at ${req.path}.`);
     }
-    const method = req.method === 'HEAD' && !route.operations.has('HEAD') ? 'GET' : req.method;
-    const operation = route.operations.get(method);
+    // HEAD is GET without a body (RFC 9110): routed, authenticated and validated as the GET it mirrors.
+    if (req.method === 'HEAD' && !route.operations.has('HEAD') && route.operations.has('GET')) {
+      req.method = 'GET';
+    }
+    const operation = route.operations.get(req.method);
     if (operation === undefined) {
       const allow = allowedMethods(route);
       throw new HttpProblem(

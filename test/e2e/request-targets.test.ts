@@ -1,0 +1,113 @@
+import { rawExchange } from '../reliability/support/raw';
+import {
+  cleanupChildren,
+  developmentTokens,
+  startServer,
+  tempSqlitePath,
+  type RunningServer,
+} from '../support/server-process';
+
+let server: RunningServer;
+let token: string;
+let target: { host: string; port: number };
+
+beforeAll(async () => {
+  server = await startServer({ sqlitePath: tempSqlitePath(), env: { HEADERS_TIMEOUT_MS: '1000' } });
+  token = developmentTokens(server.output())[0]!;
+  const url = new URL(server.baseUrl);
+  target = { host: url.hostname, port: Number(url.port) };
+});
+afterAll(cleanupChildren);
+
+function send(
+  head: string,
+  body = '',
+  options: { noBody?: boolean; idleMs?: number; maxMs?: number } = {},
+) {
+  const bytes = Buffer.from(
+    `${head}\r\n${body === '' ? '' : `Content-Length: ${Buffer.byteLength(body)}\r\n`}\r\n${body}`,
+  );
+  return rawExchange(target, bytes, {
+    noBody: options.noBody ?? false,
+    idleMs: options.idleMs ?? 500,
+    maxMs: options.maxMs ?? 3000,
+  });
+}
+
+function errorOf(outcome: Awaited<ReturnType<typeof send>>): { status: number; body: unknown } {
+  const response = outcome.response!;
+  return {
+    status: response.status,
+    body: response.body.length === 0 ? undefined : JSON.parse(response.body.toString('utf8')),
+  };
+}
+
+const post = (target: string, body: string) =>
+  send(
+    `POST ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json`,
+    body,
+  );
+
+describe('request targets and framing', () => {
+  it('validates an absolute-form target exactly like its origin form', async () => {
+    expect(errorOf(await post('http://127.0.0.1/plants', '{"id": 1, "name": ""}'))).toEqual({
+      status: 400,
+      body: { error: 400, message: expect.stringContaining('request/body/name') },
+    });
+    expect(
+      errorOf(await post('http://127.0.0.1/plants', '{"id": 1, "name": "x", "extra": 1}')).status,
+    ).toBe(400);
+    expect(errorOf(await post('http://127.0.0.1/plants', '{"id": 1, "name": "a"}'))).toEqual({
+      status: 200,
+      body: { name: 'a' },
+    });
+  });
+
+  it('answers 400 to a target with a fragment, and stores nothing', async () => {
+    expect(errorOf(await post('/plants#x', '{"id": 2, "name": ""}'))).toEqual({
+      status: 400,
+      body: { error: 400, message: 'A request target must not contain a fragment (#).' },
+    });
+    expect(errorOf(await post('/plants', '{"id": 2, "name": "b"}')).status).toBe(200);
+  });
+
+  it('validates HEAD as the GET it mirrors, and answers without a body', async () => {
+    const asset = await send('HEAD /docs/assets/nope HTTP/1.1\r\nHost: x', '', { noBody: true });
+    expect(asset.response?.status).toBe(400);
+    const query = await send('HEAD /healthz?x=1 HTTP/1.1\r\nHost: x', '', { noBody: true });
+    expect(query.response?.status).toBe(400);
+    expect(query.response?.rest.length).toBe(0);
+  });
+
+  it('answers an HTTP/1.1 request without Host with the Error body', async () => {
+    expect(errorOf(await send('GET /healthz HTTP/1.1'))).toEqual({
+      status: 400,
+      body: { error: 400, message: 'An HTTP/1.1 request needs a Host header.' },
+    });
+    expect(errorOf(await send('GET /healthz HTTP/1.0')).status).toBe(200);
+  });
+
+  it('ignores an expectation it does not support instead of answering 417', async () => {
+    expect(
+      errorOf(await send('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: something')).status,
+    ).toBe(200);
+  });
+
+  it('answers 408 with the Error body when headers do not arrive within HEADERS_TIMEOUT_MS', async () => {
+    const started = Date.now();
+    const outcome = await rawExchange(
+      target,
+      Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: '),
+      {
+        noBody: false,
+        idleMs: 6000,
+        maxMs: 6000,
+      },
+    );
+    expect(errorOf(outcome)).toEqual({
+      status: 408,
+      body: { error: 408, message: 'The request took too long to arrive.' },
+    });
+    expect(Date.now() - started).toBeLessThan(3500);
+  });
+});

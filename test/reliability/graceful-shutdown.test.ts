@@ -1,0 +1,229 @@
+import type net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { cleanupChildren } from '../support/server-process';
+import { responseProblems } from './support/contract';
+import { connect, createPlant, deletePlant, sleep, type Target } from './support/http';
+import { parseResponse, type ParsedResponse } from './support/raw';
+import { restartService, startService, type Service } from './support/service';
+
+/**
+ * Graceful shutdown on SIGTERM: requests in flight finish with their normal answers, /readyz
+ * answers 503 on a connection that was already open, new connections are refused, the process
+ * exits 0; and SHUTDOWN_TIMEOUT_MS bounds a drain that a stalled request would hold up forever.
+ */
+
+afterEach(cleanupChildren);
+
+interface InFlight {
+  readonly label: string;
+  /** Sends the rest of the request. */
+  finish(): void;
+  readonly response: Promise<ParsedResponse | string>;
+  readonly socket: net.Socket;
+}
+
+/** Writes `first` on a new connection now and `rest` when finish() is called; reads one response. */
+async function inFlight(
+  target: Target,
+  label: string,
+  first: string,
+  rest: string,
+): Promise<InFlight> {
+  const socket = await connect(target);
+  const chunks: Buffer[] = [];
+  const response = new Promise<ParsedResponse | string>((resolve) => {
+    const check = (closed: boolean) => {
+      const parsed = parseResponse(Buffer.concat(chunks), false);
+      if (typeof parsed === 'object') resolve(parsed);
+      else if (typeof parsed === 'string') resolve(parsed);
+      else if (closed)
+        resolve(`closed without a response after ${Buffer.concat(chunks).length} bytes`);
+    };
+    socket.on('data', (chunk: Buffer) => {
+      chunks.push(chunk);
+      check(false);
+    });
+    socket.on('error', () => check(true));
+    socket.on('close', () => check(true));
+  });
+  socket.write(first);
+  return { label, socket, response, finish: () => socket.write(rest) };
+}
+
+function slowCreate(
+  target: Target,
+  token: string,
+  id: number,
+  chunked: boolean,
+): Promise<InFlight> {
+  const body = `{"id": ${id}, "name": "in flight ${id}", "tag": "drain"}`;
+  const half = Math.floor(body.length / 2);
+  const head =
+    `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+    'Content-Type: application/json\r\n';
+  if (chunked) {
+    const chunk = (text: string) => `${Buffer.byteLength(text).toString(16)}\r\n${text}\r\n`;
+    return inFlight(
+      target,
+      `create ${id} (chunked)`,
+      `${head}Transfer-Encoding: chunked\r\n\r\n${chunk(body.slice(0, half))}`,
+      `${chunk(body.slice(half))}0\r\n\r\n`,
+    );
+  }
+  return inFlight(
+    target,
+    `create ${id}`,
+    `${head}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, half)}`,
+    body.slice(half),
+  );
+}
+
+/** A request whose headers are all sent but the blank line that ends them. */
+function slowHeaders(target: Target, label: string, head: string): Promise<InFlight> {
+  return inFlight(target, label, head, '\r\n');
+}
+
+async function waitForOutput(service: Service, text: string, timeoutMs: number): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!service.server.stdout().includes(text)) {
+    if (performance.now() > deadline)
+      throw new Error(`no "${text}" in the output within ${timeoutMs} ms`);
+    await sleep(5);
+  }
+}
+
+function bodyOf(response: ParsedResponse): unknown {
+  return response.body.length === 0 ? undefined : JSON.parse(response.body.toString('utf8'));
+}
+
+describe('graceful shutdown on SIGTERM', () => {
+  it('lets requests in flight finish with their normal answers, refuses new connections, answers /readyz 503 and exits 0', async () => {
+    const service = await startService();
+    const { target, token } = service;
+    // A plant for the in-flight delete.
+    expect((await createPlant(target, token, '{"id": 500, "name": "to delete"}')).status).toBe(200);
+
+    const requests = await Promise.all([
+      slowCreate(target, token, 501, false),
+      slowCreate(target, token, 502, false),
+      slowCreate(target, token, 503, false),
+      slowCreate(target, token, 504, true),
+      slowCreate(target, token, 505, true),
+      slowHeaders(
+        target,
+        'delete 500',
+        `DELETE /plants/500 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n`,
+      ),
+      slowHeaders(target, 'healthz', 'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n'),
+    ]);
+    const readiness = await slowHeaders(
+      target,
+      'readyz',
+      'GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n',
+    );
+    // Let the server read every head, so these requests are in flight when the signal lands.
+    await sleep(200);
+
+    const signalled = performance.now();
+    const exited = service.server.stop('SIGTERM');
+    await waitForOutput(service, 'stopping', 5000);
+    // The listening socket is closed in the same tick as that log line; a moment's margin.
+    await sleep(20);
+    let refused: string;
+    try {
+      const socket = await connect(target, 2000);
+      socket.destroy();
+      refused = 'a new connection was accepted';
+    } catch (error) {
+      refused = (error as NodeJS.ErrnoException).code ?? String(error);
+    }
+
+    // The rest of every request arrives 300 ms after the signal.
+    await sleep(Math.max(0, 300 - (performance.now() - signalled)));
+    for (const request of [...requests, readiness]) request.finish();
+    const answers = await Promise.all(requests.map((request) => request.response));
+    const ready = await readiness.response;
+    const answeredMs = performance.now() - signalled;
+    const code = await exited;
+    const drainMs = performance.now() - signalled;
+    console.log(
+      `graceful shutdown: ${requests.length} requests in flight at SIGTERM answered ` +
+        `${answers.map((a) => (typeof a === 'string' ? a : a.status)).join(', ')}; ` +
+        `/readyz during the drain ${typeof ready === 'string' ? ready : ready.status}; ` +
+        `new connection: ${refused}; all answered ${Math.round(answeredMs)} ms after SIGTERM, ` +
+        `exit ${code} after ${Math.round(drainMs)} ms (connections the in-flight answers kept alive ` +
+        `close at KEEP_ALIVE_TIMEOUT_MS)`,
+    );
+
+    const summary = answers.map((answer, i) => ({
+      request: (requests[i] as InFlight).label,
+      status: typeof answer === 'string' ? answer : answer.status,
+      body: typeof answer === 'string' ? undefined : bodyOf(answer),
+    }));
+    expect(summary).toEqual([
+      ...[501, 502, 503, 504, 505].map((id) => ({
+        request: id >= 504 ? `create ${id} (chunked)` : `create ${id}`,
+        status: 200,
+        body: { name: `in flight ${id}`, tag: 'drain' },
+      })),
+      { request: 'delete 500', status: 204, body: undefined },
+      { request: 'healthz', status: 200, body: { status: 'ok' } },
+    ]);
+    expect(typeof ready).toBe('object');
+    const readyResponse = ready as ParsedResponse;
+    expect(readyResponse.status).toBe(503);
+    expect(readyResponse.headers['connection']).toBe('close');
+    expect(readyResponse.headers['retry-after']).toBeDefined();
+    expect(responseProblems('GET', '/readyz', readyResponse, { expected5xx: [503] })).toEqual([]);
+    expect(refused).toBe('ECONNREFUSED');
+    expect(code).toBe(0);
+    expect(service.server.stdout()).toContain('"message":"stopped"');
+    // Within the default SHUTDOWN_TIMEOUT_MS (10 s), with a margin.
+    expect(drainMs).toBeLessThan(12_000);
+
+    // The answers were real: after a restart the creates are there and the delete stuck.
+    const restarted = await restartService(service);
+    const after = await Promise.all(
+      [500, 501, 502, 503, 504, 505].map((id) => deletePlant(restarted.target, token, BigInt(id))),
+    );
+    expect(after.map((answer) => answer.status)).toEqual([404, 204, 204, 204, 204, 204]);
+  }, 30_000);
+
+  it('is bounded by SHUTDOWN_TIMEOUT_MS: a request stalled forever is cut and the process still exits 0', async () => {
+    const SHUTDOWN_TIMEOUT_MS = 1000;
+    const service = await startService({
+      env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) },
+    });
+    // Promises 100 bytes of body and sends 10; the rest never comes.
+    const stalled = await inFlight(
+      service.target,
+      'stalled create',
+      `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${service.token}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"id": 600',
+      '',
+    );
+    let cutAfterMs: number | undefined;
+    const signalled = { at: 0 };
+    stalled.socket.once('close', () => {
+      cutAfterMs = performance.now() - signalled.at;
+    });
+    await sleep(200);
+    signalled.at = performance.now();
+    const code = await service.server.stop('SIGTERM');
+    const exitMs = performance.now() - signalled.at;
+    await sleep(50);
+    const answer = await stalled.response;
+    console.log(
+      `shutdown deadline ${SHUTDOWN_TIMEOUT_MS} ms: the stalled request was cut after ` +
+        `${cutAfterMs === undefined ? '?' : Math.round(cutAfterMs)} ms ` +
+        `(${typeof answer === 'string' ? answer : `answered ${answer.status}`}); exit ${code} after ${Math.round(exitMs)} ms`,
+    );
+    expect(code).toBe(0);
+    expect(exitMs).toBeGreaterThanOrEqual(SHUTDOWN_TIMEOUT_MS - 100);
+    expect(exitMs).toBeLessThan(SHUTDOWN_TIMEOUT_MS + 2000);
+    expect(cutAfterMs).toBeDefined();
+    expect(cutAfterMs as number).toBeGreaterThanOrEqual(SHUTDOWN_TIMEOUT_MS - 100);
+    // Cut, not answered as if it had arrived whole.
+    if (typeof answer !== 'string') expect(answer.status).not.toBe(200);
+  }, 30_000);
+});

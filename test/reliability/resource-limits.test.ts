@@ -1,0 +1,474 @@
+import fs from 'node:fs';
+import type net from 'node:net';
+import { performance } from 'node:perf_hooks';
+import { cleanupChildren } from '../support/server-process';
+import { responseProblems } from './support/contract';
+import {
+  bearer,
+  connect,
+  createPlant,
+  keepAliveAgent,
+  send,
+  sleep,
+  type Answer,
+  type Target,
+} from './support/http';
+import { parseResponse, rawExchange } from './support/raw';
+import { startService, type Service } from './support/service';
+
+/**
+ * Resource limits of the real server process: many idle connections, slow clients, oversized
+ * headers, and hostile JSON within the body limit.
+ */
+
+/** The soft limit on open files of this process (its children inherit it), where Linux tells. */
+function openFileLimit(): number | undefined {
+  try {
+    const limits = fs.readFileSync('/proc/self/limits', 'utf8');
+    const match = /^Max open files\s+(\d+|unlimited)/m.exec(limits);
+    if (match === null) return undefined;
+    return match[1] === 'unlimited' ? Infinity : Number(match[1]);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Sequential GET /healthz on a connection of its own until stopped; the latencies it saw. */
+function healthProbe(target: Target): { stop(): Promise<number[]>; failures: string[] } {
+  const agent = keepAliveAgent(1);
+  const latencies: number[] = [];
+  const failures: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const started = performance.now();
+      try {
+        const answer = await send(target, { method: 'GET', path: '/healthz' }, { agent });
+        if (answer.status !== 200) failures.push(`healthz answered ${answer.status}`);
+      } catch (error) {
+        failures.push(`healthz failed: ${(error as Error).message}`);
+      }
+      latencies.push(performance.now() - started);
+      await sleep(5);
+    }
+  })();
+  return {
+    failures,
+    async stop() {
+      running = false;
+      await loop;
+      agent.destroy();
+      return latencies;
+    },
+  };
+}
+
+function max(values: readonly number[]): number {
+  return values.reduce((a, b) => Math.max(a, b), 0);
+}
+
+function percentile(values: readonly number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] ?? 0;
+}
+
+describe('1,000 concurrent idle connections', () => {
+  const IDLE = 1000;
+  afterEach(cleanupChildren);
+
+  it('do not stop normal requests being served promptly', async () => {
+    const limit = openFileLimit();
+    console.log(`open-file limit of the test process and its children: ${limit ?? 'unknown'}`);
+    if (limit !== undefined && limit < IDLE + 500) {
+      throw new Error(
+        `Raise the open-file limit (ulimit -n) to at least ${IDLE + 500}, not ${limit}.`,
+      );
+    }
+    const service = await startService();
+    const sockets: net.Socket[] = [];
+    let closedEarly = 0;
+    try {
+      const openStarted = performance.now();
+      // In batches of 100, so the listen backlog never overflows.
+      for (let batch = 0; batch < IDLE / 100; batch++) {
+        const opened = await Promise.all(
+          Array.from({ length: 100 }, () => connect(service.target)),
+        );
+        for (const socket of opened) {
+          socket.on('error', () => undefined);
+          socket.on('close', () => closedEarly++);
+          sockets.push(socket);
+        }
+      }
+      const openMs = performance.now() - openStarted;
+      await sleep(200);
+
+      const latencies: number[] = [];
+      const answers = await Promise.all(
+        Array.from({ length: 20 }, async (_, i) => {
+          const started = performance.now();
+          const answer = await createPlant(
+            service.target,
+            service.token,
+            `{"id": ${7000 + i}, "name": "beside the idle ones"}`,
+            { timeoutMs: 5000 },
+          );
+          latencies.push(performance.now() - started);
+          return answer;
+        }),
+      );
+      const held = sockets.filter((socket) => !socket.destroyed && socket.readyState === 'open');
+      console.log(
+        `idle connections: ${held.length} of ${IDLE} held open (opened in ${Math.round(openMs)} ms); ` +
+          `20 concurrent creates meanwhile: max ${Math.round(max(latencies))} ms, ` +
+          `median ${Math.round(percentile(latencies, 50))} ms`,
+      );
+      expect(answers.map((answer) => answer.status)).toEqual(Array(20).fill(200));
+      expect(held).toHaveLength(IDLE);
+      expect(closedEarly).toBe(0);
+      expect(max(latencies)).toBeLessThan(2000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+    // The server is still well after they all go away.
+    await sleep(100);
+    const health = await send(service.target, { method: 'GET', path: '/healthz' });
+    expect(health.status).toBe(200);
+  }, 60_000);
+});
+
+interface Trickle {
+  readonly closedAfterMs: Promise<number>;
+  readonly received: () => Buffer;
+  readonly bytesSent: () => number;
+  stop(): void;
+}
+
+/** A slowloris client: a request line, then one header byte every `everyMs`, never finishing. */
+async function trickleHeaders(target: Target, everyMs: number): Promise<Trickle> {
+  const socket = await connect(target);
+  const started = performance.now();
+  const chunks: Buffer[] = [];
+  let sent = 0;
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  socket.on('error', () => undefined);
+  const header = 'POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ';
+  socket.write(header);
+  sent += header.length;
+  const timer = setInterval(() => {
+    if (!socket.destroyed) {
+      socket.write('a');
+      sent++;
+    }
+  }, everyMs);
+  const closedAfterMs = new Promise<number>((resolve) => {
+    socket.once('close', () => {
+      clearInterval(timer);
+      resolve(performance.now() - started);
+    });
+  });
+  return {
+    closedAfterMs,
+    received: () => Buffer.concat(chunks),
+    bytesSent: () => sent,
+    stop() {
+      clearInterval(timer);
+      socket.destroy();
+    },
+  };
+}
+
+describe('slow clients that trickle headers', () => {
+  afterEach(cleanupChildren);
+  it('are cut off by HEADERS_TIMEOUT_MS=1000 within about 1-3 s, while other requests are served', async () => {
+    const service = await startService({ env: { HEADERS_TIMEOUT_MS: '1000' } });
+    const probe = healthProbe(service.target);
+    const slow = await Promise.all(
+      Array.from({ length: 5 }, () => trickleHeaders(service.target, 500)),
+    );
+    try {
+      const cutAfter = await Promise.race([
+        Promise.all(slow.map((client) => client.closedAfterMs)),
+        sleep(6000).then(() => undefined),
+      ]);
+      const latencies = await probe.stop();
+      expect(cutAfter).toBeDefined();
+      const answers = slow.map((client) => client.received());
+      console.log(
+        `slowloris: 5 clients sending one header byte every 500 ms cut off after ` +
+          `${(cutAfter ?? []).map((ms) => Math.round(ms)).join(', ')} ms ` +
+          `(${answers.filter((a) => a.length > 0).length} with a 408 answer, the rest by a plain close); ` +
+          `meanwhile ${latencies.length} healthz requests, max ${Math.round(max(latencies))} ms`,
+      );
+      for (const ms of cutAfter ?? []) {
+        expect(ms).toBeGreaterThanOrEqual(900);
+        expect(ms).toBeLessThanOrEqual(3000);
+      }
+      for (const data of answers) {
+        if (data.length === 0) continue;
+        const parsed = parseResponse(data, false);
+        expect(typeof parsed).toBe('object');
+        const response = parsed as Answer;
+        expect(response.status).toBe(408);
+        expect(responseProblems('POST', '/plants', response)).toEqual([]);
+      }
+      expect(probe.failures).toEqual([]);
+      expect(latencies.length).toBeGreaterThan(10);
+      expect(max(latencies)).toBeLessThan(500);
+    } finally {
+      for (const client of slow) client.stop();
+    }
+  }, 30_000);
+});
+
+describe('oversized headers', () => {
+  let service: Service;
+  beforeAll(async () => {
+    service = await startService();
+  }, 20_000);
+  afterAll(cleanupChildren);
+
+  const head = (lines: readonly string[]) =>
+    Buffer.from(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n${lines.join('\r\n')}\r\n\r\n`);
+
+  it.each([
+    ['one header of 17 KiB', [`X-Big: ${'a'.repeat(17 * 1024)}`]],
+    [
+      '40 headers of 500 bytes (20 KB)',
+      Array.from({ length: 40 }, (_, i) => `X-H${i}: ${'b'.repeat(500)}`),
+    ],
+    ['a Cookie of 64 KiB', [`Cookie: ${'c'.repeat(64 * 1024)}`]],
+  ])('answer 431 with the Error body and close the connection: %s', async (_label, lines) => {
+    const outcome = await rawExchange(service.target, head(lines), { noBody: false, idleMs: 1000 });
+    expect(outcome.response).toBeDefined();
+    const response = outcome.response as Answer;
+    expect(response.status).toBe(431);
+    expect(response.headers['connection']).toBe('close');
+    expect(responseProblems('GET', '/healthz', response)).toEqual([]);
+    expect(JSON.parse(response.body.toString())).toEqual({
+      error: 431,
+      message: expect.stringMatching(/\S/) as unknown as string,
+    });
+  });
+
+  it('answer 431 for a request target longer than the limit', async () => {
+    const outcome = await rawExchange(
+      service.target,
+      Buffer.from(`GET /plants/${'1'.repeat(17 * 1024)} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`),
+      { noBody: false, idleMs: 1000 },
+    );
+    expect(outcome.response?.status).toBe(431);
+    expect(responseProblems('GET', '/plants/1', outcome.response as Answer)).toEqual([]);
+  });
+
+  it('serve headers just under the 16 KiB limit normally', async () => {
+    const answer = await send(service.target, {
+      method: 'GET',
+      path: '/healthz',
+      headers: { 'X-Big': 'a'.repeat(15 * 1024) },
+    });
+    expect(answer.status).toBe(200);
+  });
+});
+
+interface Hostile {
+  readonly label: string;
+  readonly body: Buffer;
+  /** Statuses that count as rejected or handled. */
+  readonly accept: readonly number[];
+}
+
+function repeatJoin(count: number, item: (i: number) => string, separator = ','): string {
+  return Array.from({ length: count }, (_, i) => item(i)).join(separator);
+}
+
+function hostileBodies(limit: number, idBase: number): Hostile[] {
+  const fit = (text: string) => {
+    const body = Buffer.from(text);
+    if (body.length > limit) throw new Error(`${body.length} bytes is over the limit ${limit}`);
+    return body;
+  };
+  const wideKeys = Math.floor((limit - 100) / 14);
+  const wideNumbers = Math.floor((limit - 10) / 2);
+  const digits = limit - 40;
+  return [
+    { label: `${limit} x "["`, body: fit('['.repeat(limit)), accept: [400] },
+    {
+      label: `${Math.floor(limit / 5)} nested objects`,
+      body: fit('{"a":'.repeat(Math.floor(limit / 5))),
+      accept: [400],
+    },
+    {
+      label: `${Math.floor(limit / 2)} balanced "[" "]"`,
+      body: fit(`${'['.repeat(Math.floor(limit / 2))}${']'.repeat(Math.floor(limit / 2))}`),
+      accept: [400],
+    },
+    {
+      label: `object with ${wideKeys} keys`,
+      body: fit(`{${repeatJoin(wideKeys, (i) => `"k${i}":${i % 10}`)}}`),
+      accept: [400],
+    },
+    {
+      label: `plant with ${wideKeys} unknown keys`,
+      body: fit(`{"id":${idBase},"name":"w",${repeatJoin(wideKeys, (i) => `"k${i}":${i % 10}`)}}`),
+      accept: [400],
+    },
+    {
+      label: `array of ${wideNumbers} numbers`,
+      body: fit(`[${repeatJoin(wideNumbers, () => '0')}]`),
+      accept: [400],
+    },
+    {
+      label: `name of ${limit - 40} characters`,
+      body: fit(`{"id":${idBase + 1},"name":"${'n'.repeat(limit - 40)}"}`),
+      accept: [400],
+    },
+    {
+      label: `name of ${Math.floor((limit - 40) / 6)} \\u escapes`,
+      body: fit(`{"id":${idBase + 2},"name":"${'\\u0041'.repeat(Math.floor((limit - 40) / 6))}"}`),
+      accept: [400],
+    },
+    {
+      label: `id of ${digits} digits`,
+      body: fit(`{"id":${'9'.repeat(digits)},"name":"d"}`),
+      accept: [400],
+    },
+    {
+      label: `id 1.${digits} zeros (an integer)`,
+      body: fit(`{"id":${idBase + 3}.${'0'.repeat(digits - 20)},"name":"z"}`),
+      accept: [200, 400],
+    },
+    {
+      label: `id with a ${digits}-digit exponent`,
+      body: fit(`{"id":1e${'9'.repeat(digits - 5)},"name":"e"}`),
+      accept: [400],
+    },
+    {
+      label: `${wideKeys} duplicate keys`,
+      body: fit(`{${repeatJoin(wideKeys, () => '"id":1')}}`),
+      accept: [400],
+    },
+    {
+      label: `tag holding ${wideNumbers - 40} nested numbers`,
+      body: fit(
+        `{"id":${idBase + 4},"name":"t","tag":[${repeatJoin(wideNumbers - 40, () => '0')}]}`,
+      ),
+      accept: [400],
+    },
+  ];
+}
+
+/** The server's own time for a request, from its JSON log line (pino-http's latencyMs). */
+function serverLatency(service: Service, requestId: string): number | undefined {
+  for (const line of service.server.stdout().split('\n')) {
+    if (!line.includes(requestId) || !line.includes('latencyMs')) continue;
+    try {
+      const entry = JSON.parse(line) as { reqId?: string; latencyMs?: number };
+      if (entry.reqId === requestId) return entry.latencyMs;
+    } catch {
+      // not a complete line
+    }
+  }
+  return undefined;
+}
+
+async function hammerWithHostileJson(
+  service: Service,
+  limit: number,
+  idBase: number,
+  bounds: { answerMs: number; healthMs: number },
+): Promise<void> {
+  const bodies = hostileBodies(limit, idBase);
+  const agent = keepAliveAgent(1);
+  // Warm up: the first requests pay for lazy compilation in the server.
+  for (let i = 0; i < 5; i++) {
+    await createPlant(service.target, service.token, '{"id": 1, "name": ""}', { agent });
+  }
+  const probe = healthProbe(service.target);
+  await sleep(100);
+  const rows: Array<{ label: string; times: number[]; requestIds: string[] }> = [];
+  const problems: string[] = [];
+  try {
+    for (const { label, body, accept } of bodies) {
+      const times: number[] = [];
+      const requestIds: string[] = [];
+      for (let round = 0; round < 3; round++) {
+        const requestId = `hostile-${idBase}-${round}-${label.replace(/[^A-Za-z0-9]/g, '')}`.slice(
+          0,
+          128,
+        );
+        requestIds.push(requestId);
+        const started = performance.now();
+        const answer = await send(
+          service.target,
+          {
+            method: 'POST',
+            path: '/plants',
+            headers: {
+              ...bearer(service.token),
+              'Content-Type': 'application/json',
+              'X-Request-Id': requestId,
+            },
+            body,
+          },
+          { agent, timeoutMs: 10_000 },
+        );
+        times.push(performance.now() - started);
+        if (!accept.includes(answer.status)) {
+          problems.push(
+            `${label}: answered ${answer.status} ${answer.body.toString().slice(0, 200)}`,
+          );
+        }
+        problems.push(...responseProblems('POST', '/plants', answer).map((p) => `${label}: ${p}`));
+        if (answer.status === 200) {
+          await send(service.target, {
+            method: 'DELETE',
+            path: `/plants/${idBase + 3}`,
+            headers: bearer(service.token),
+          });
+        }
+      }
+      rows.push({ label: `${label} (${body.length} bytes)`, times, requestIds });
+      if (max(times) > bounds.answerMs) {
+        problems.push(`${label}: took ${Math.round(max(times))} ms, over ${bounds.answerMs} ms`);
+      }
+    }
+  } finally {
+    const latencies = await probe.stop();
+    agent.destroy();
+    // The log lines of the last requests may still be on their way.
+    await sleep(200);
+    const table = rows.map(({ label, times, requestIds }) => {
+      const serverTimes = requestIds
+        .map((id) => serverLatency(service, id))
+        .filter((ms): ms is number => ms !== undefined);
+      const serverMax =
+        serverTimes.length > 0 ? `${Math.round(max(serverTimes))} ms` : 'not logged';
+      return `  ${label}: answered within ${Math.round(max(times))} ms (server's own time ${serverMax})`;
+    });
+    console.log(
+      `hostile JSON within a ${limit}-byte body limit, 3 rounds each:\n${table.join('\n')}\n` +
+        `  healthz meanwhile: ${latencies.length} requests, max ${Math.round(max(latencies))} ms, ` +
+        `p99 ${Math.round(percentile(latencies, 99))} ms, median ${percentile(latencies, 50).toFixed(1)} ms`,
+    );
+    expect(probe.failures).toEqual([]);
+    expect(problems).toEqual([]);
+    expect(latencies.length).toBeGreaterThan(bodies.length);
+    expect(max(latencies)).toBeLessThan(bounds.healthMs);
+  }
+}
+
+describe('deeply nested and very wide JSON within the body limit', () => {
+  afterEach(cleanupChildren);
+  it('is rejected or handled within 500 ms each, and /healthz stays under 200 ms meanwhile (64 KiB limit)', async () => {
+    const service = await startService();
+    await hammerWithHostileJson(service, 65_536, 8000, { answerMs: 500, healthMs: 200 });
+  }, 60_000);
+
+  // Not a contract bound: 16 times the data may take about 16 times as long, but nothing worse
+  // (a quadratic step would take minutes here).
+  it('scales linearly with BODY_LIMIT_BYTES=1 MiB (1,048,576 "[", 74,891-key objects): 2 s each, healthz under 1.5 s', async () => {
+    const service = await startService({ env: { BODY_LIMIT_BYTES: '1048576' } });
+    await hammerWithHostileJson(service, 1_048_576, 9000, { answerMs: 2000, healthMs: 1500 });
+  }, 60_000);
+});

@@ -1,0 +1,227 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { parse as legacyParse } from 'node:url';
+import YAML from 'yaml';
+import { PROJECT_ROOT } from '../../support/server-process';
+import type { Answer } from './http';
+
+/** What openapi.yaml documents for one request, read from the contract itself. */
+export type Documented =
+  | {
+      readonly kind: 'operation';
+      readonly template: string;
+      readonly operationId: string;
+      /** Status → the headers the contract marks required on that response. */
+      readonly responses: ReadonlyMap<number, readonly string[]>;
+    }
+  | { readonly kind: 'unknown-path' }
+  | {
+      readonly kind: 'unknown-method';
+      readonly template: string;
+      readonly allow: readonly string[];
+    };
+
+/** Refused by the HTTP server before any route is known (server.ts), so documented everywhere. */
+export const SERVER_LEVEL_STATUSES: ReadonlySet<number> = new Set([400, 408, 431]);
+/** Documented for every operation that lists them, and in the contract's description for all. */
+export const ALWAYS_DOCUMENTED: ReadonlySet<number> = new Set([408, 431]);
+
+type Spec = {
+  paths: Record<
+    string,
+    Record<string, { operationId: string; responses: Record<string, unknown> }>
+  >;
+  components: {
+    responses: Record<string, { headers?: Record<string, unknown> }>;
+    headers: Record<string, { required?: boolean }>;
+  };
+};
+
+const METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'];
+
+const spec = YAML.parse(fs.readFileSync(path.join(PROJECT_ROOT, 'openapi.yaml'), 'utf8')) as Spec;
+
+function resolveResponse(response: unknown): { headers?: Record<string, unknown> } {
+  const ref = (response as { $ref?: unknown }).$ref;
+  if (typeof ref === 'string') {
+    const name = ref.replace('#/components/responses/', '');
+    const resolved = spec.components.responses[name];
+    if (resolved === undefined) throw new Error(`openapi.yaml: unresolved ${ref}`);
+    return resolved;
+  }
+  return response as { headers?: Record<string, unknown> };
+}
+
+function requiredHeaders(response: unknown): string[] {
+  const headers = resolveResponse(response).headers ?? {};
+  return Object.entries(headers)
+    .filter(([, header]) => {
+      const ref = (header as { $ref?: unknown }).$ref;
+      const resolved =
+        typeof ref === 'string'
+          ? spec.components.headers[ref.replace('#/components/headers/', '')]
+          : (header as { required?: boolean });
+      return resolved?.required === true;
+    })
+    .map(([name]) => name.toLowerCase());
+}
+
+const routes = Object.entries(spec.paths).map(([template, item]) => {
+  const pattern = new RegExp(
+    `^${template
+      .split(/\{[^}/]+\}/)
+      .map((part) => part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'))
+      .join('[^/]+')}$`,
+  );
+  const operations = new Map<string, Documented & { kind: 'operation' }>();
+  for (const method of METHODS) {
+    const operation = item[method];
+    if (operation === undefined) continue;
+    const responses = new Map<number, string[]>();
+    for (const [status, response] of Object.entries(operation.responses)) {
+      responses.set(Number(status), requiredHeaders(response));
+    }
+    operations.set(method.toUpperCase(), {
+      kind: 'operation',
+      template,
+      operationId: operation.operationId,
+      responses,
+    });
+  }
+  return { template, pattern, operations };
+});
+
+/**
+ * The path Express routes on: what `parseurl` gives as pathname (a fast split at "?" for plain
+ * origin-form targets, Node's legacy URL parser otherwise).
+ */
+export function routedPathname(target: string): string {
+  if (target.startsWith('/') && !/[\t\n\f\r #\u00a0\ufeff]/.test(target)) {
+    const query = target.indexOf('?');
+    return query === -1 ? target : target.slice(0, query);
+  }
+  try {
+    return legacyParse(target).pathname ?? '';
+  } catch {
+    // Node's legacy parser throws on some targets (e.g. "-:"); no route has such a path.
+    return '';
+  }
+}
+
+/** What the contract documents for this method and request target. */
+export function documentedFor(method: string, target: string): Documented {
+  const pathname = routedPathname(target);
+  const route = routes.find((candidate) => candidate.pattern.test(pathname));
+  if (route === undefined) return { kind: 'unknown-path' };
+  const effective = method === 'HEAD' && !route.operations.has('HEAD') ? 'GET' : method;
+  const operation = route.operations.get(effective);
+  if (operation !== undefined) return operation;
+  const allow = [...route.operations.keys()];
+  if (allow.includes('GET')) allow.push('HEAD');
+  return { kind: 'unknown-method', template: route.template, allow };
+}
+
+/**
+ * Served but not in openapi.yaml: the Prometheus endpoint the issue asks for (Express answers HEAD
+ * with its GET route). Only its 200 is let through; anything else on it follows the contract.
+ */
+export const UNLISTED_ENDPOINTS: ReadonlySet<string> = new Set(['GET /metrics', 'HEAD /metrics']);
+
+/** The operation ids of the contract, for reports. */
+export function operationIds(): string[] {
+  return routes.flatMap((route) => [...route.operations.values()].map((op) => op.operationId));
+}
+
+/**
+ * Problems with a response by the rules every answer must keep: never a 5xx (unless expected); an error is
+ * `application/json` with exactly `{error: <status>, message: <non-empty string>}`; its status is
+ * documented (for the operation, 404 for an unknown path, 405 with Allow for an unknown method,
+ * 400/408/431 from the HTTP server itself); and the headers the contract requires are there.
+ * An empty list means the response is fine.
+ */
+export function responseProblems(
+  method: string,
+  target: string,
+  answer: Answer,
+  {
+    expected5xx = [],
+    missingHost = false,
+  }: { expected5xx?: readonly number[]; missingHost?: boolean } = {},
+): string[] {
+  const problems: string[] = [];
+  const { status, headers } = answer;
+  if (status >= 500 && !expected5xx.includes(status)) problems.push(`answered ${status}`);
+  if (status < 200 || (status >= 300 && status < 400)) problems.push(`answered ${status}`);
+  const fromApp = headers['x-request-id'] !== undefined;
+  const documented = documentedFor(method, target);
+
+  if (status >= 400) {
+    const type = headers['content-type'] ?? '';
+    if (!/^application\/json(;|$)/.test(type)) {
+      problems.push(`error ${status} has Content-Type ${JSON.stringify(type)}`);
+    }
+    if (method !== 'HEAD') {
+      let body: unknown;
+      try {
+        body = JSON.parse(answer.body.toString('utf8'));
+      } catch {
+        body = undefined;
+      }
+      const shaped =
+        typeof body === 'object' &&
+        body !== null &&
+        !Array.isArray(body) &&
+        Object.keys(body).sort().join(',') === 'error,message' &&
+        (body as { error: unknown }).error === status &&
+        typeof (body as { message: unknown }).message === 'string' &&
+        (body as { message: string }).message.length > 0;
+      if (!shaped) {
+        problems.push(`error ${status} body is not the Error shape: ${answer.body.toString()}`);
+      }
+    }
+  }
+
+  if (!fromApp) {
+    // The HTTP server answered before the app saw the request (server.ts).
+    if (!SERVER_LEVEL_STATUSES.has(status)) {
+      problems.push(`answered ${status} without X-Request-Id, so not from the app`);
+    }
+    return problems;
+  }
+  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, or a
+  // target with a fragment (no request target may carry one). The app answers 400 first.
+  if (missingHost || target.includes('#')) {
+    if (status !== 400)
+      problems.push(`a malformed request target or Host answered ${status}, not 400`);
+    return problems;
+  }
+  if (ALWAYS_DOCUMENTED.has(status)) return problems;
+  if (UNLISTED_ENDPOINTS.has(`${method} ${routedPathname(target)}`) && status === 200) {
+    return problems;
+  }
+  switch (documented.kind) {
+    case 'unknown-path':
+      if (status !== 404) problems.push(`unknown path answered ${status}, not 404`);
+      break;
+    case 'unknown-method':
+      if (status !== 405) problems.push(`${method} on ${documented.template} answered ${status}`);
+      else if (headers['allow'] !== documented.allow.join(', ')) {
+        problems.push(`405 with Allow ${headers['allow']}, not ${documented.allow.join(', ')}`);
+      }
+      break;
+    case 'operation': {
+      const required = documented.responses.get(status);
+      if (required === undefined) {
+        problems.push(`${documented.operationId} answered ${status}, which it does not document`);
+        break;
+      }
+      for (const header of required) {
+        if (headers[header] === undefined) {
+          problems.push(`${documented.operationId} ${status} lacks the ${header} header`);
+        }
+      }
+      break;
+    }
+  }
+  return problems;
+}
