@@ -3,14 +3,13 @@ import * as OpenApiValidator from 'express-openapi-validator';
 import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
-import { HttpProblem } from './http/http-error';
 import { createJsonBody } from './http/json-body';
 import type { OpenApiDocument } from './http/openapi-document';
 import { createOperationsRouter } from './http/operations-router';
 import { createPlantsHandlers } from './http/plants-handlers';
-import { authFailureLimit, corsFor, securityHeaders, tokenRequestLimit } from './http/protections';
+import { authFailureLimit, corsFor, responseHeaders, tokenRequestLimit } from './http/protections';
 import { createRequestLog } from './http/request-log';
-import { createRouteGate } from './http/route-gate';
+import { checkRequestTarget, createRouteGate } from './http/route-gate';
 import { createServiceHandlers, type Readiness } from './http/service-handlers';
 import type { Logger } from './logger';
 import type { Metrics } from './metrics';
@@ -56,28 +55,17 @@ export function createApp(deps: AppDeps): Express {
     windowMs: limits.authFailureWindowMs,
   });
 
-  app.use(createRequestLog(deps.logger));
-  app.use(securityHeaders());
-  app.use((_req, res, next) => {
-    // While draining, keep-alive clients are told to reconnect (to another instance).
-    if (deps.readiness.isShuttingDown()) res.setHeader('Connection', 'close');
-    next();
-  });
-  if (deps.metrics !== undefined) {
-    app.use(deps.metrics.middleware);
-    app.get('/metrics', deps.metrics.handler);
+  app.use(createRequestLog(deps.logger, deps.metrics?.record));
+  app.use(responseHeaders(() => deps.readiness.isShuttingDown()));
+  const { metrics } = deps;
+  if (metrics !== undefined) {
+    app.get('/metrics', (req, res, next) => {
+      checkRequestTarget(req);
+      return metrics.handler(req, res, next);
+    });
   }
   const cors = corsFor(deps.corsOrigins);
   if (cors !== undefined) app.use(cors);
-  app.use((req, _res, next) => {
-    if (req.httpVersion === '1.1' && req.headers.host === undefined) {
-      throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
-    }
-    if (req.url.includes('#')) {
-      throw new HttpProblem(400, 'A request target must not contain a fragment (#).');
-    }
-    next();
-  });
   app.use(createRouteGate(deps.document.routes));
   app.use(authFailures.guard);
   app.use(createBearerAuth((secret) => deps.tokens.verify(secret)));

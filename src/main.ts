@@ -1,6 +1,7 @@
 import cluster from 'node:cluster';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import pino from 'pino';
 import { createApp } from './app';
 import { ConfigError, parseConfig, type Config } from './config';
 import { loadOpenApiDocument } from './http/openapi-document';
@@ -49,8 +50,15 @@ async function firstToken(
   return (await tokens.issue('development')).secret;
 }
 
+/**
+ * Standard output, written asynchronously so that logging never blocks a request: lines queued
+ * while a write is in flight go out together. Flushed before the process exits.
+ */
+const stdout = pino.destination({ dest: 1, sync: false });
+
 function printDevelopmentToken(secret: string, url: string): void {
-  process.stdout.write(
+  // Through the same stream as the log, so it cannot overtake or be overtaken by a log line.
+  stdout.write(
     [
       '',
       `Created a development token (shown once, stored only as a hash): ${secret}`,
@@ -165,7 +173,7 @@ async function main(): Promise<number> {
   const pretty =
     format === 'pretty' ||
     (format === 'auto' && !config.production && process.stdout.isTTY === true);
-  const logger = createLogger({ level, pretty });
+  const logger = createLogger({ level, pretty, destination: stdout });
   if (cluster.isWorker)
     return serve(config, await openStore(config.store), logger, () => undefined);
 
@@ -184,11 +192,15 @@ async function main(): Promise<number> {
 }
 
 main().then(
-  (code) => process.exit(code),
+  (code) => {
+    stdout.flushSync();
+    process.exit(code);
+  },
   (error: unknown) => {
     process.stderr.write(
       `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
     );
+    stdout.flushSync();
     process.exit(1);
   },
 );

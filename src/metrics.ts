@@ -1,11 +1,11 @@
 import type { RequestHandler } from 'express';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
-import { routedOperation } from './http/route-gate';
+import type { FinishedRequest } from './http/request-log';
 import type { PlantStore } from './store/plant-store';
 
 export interface Metrics {
-  /** Counts and times every request, labelled by operationId, method and status. */
-  readonly middleware: RequestHandler;
+  /** Counts and times a finished request, labelled by operationId, method and status. */
+  record(request: FinishedRequest): void;
   /** GET /metrics in the Prometheus text format. */
   readonly handler: RequestHandler;
   /** The same store, timing every call, labelled by method and outcome. */
@@ -40,19 +40,11 @@ export function createMetrics(): Metrics {
   });
 
   return {
-    middleware(req, res, next) {
-      const stop = latency.startTimer();
-      res.once('finish', () => {
-        const labels = {
-          // Unrouted requests share one label, so a scan of random paths cannot grow the series.
-          operation: routedOperation(res)?.operationId ?? 'none',
-          method: req.method,
-          status: String(res.statusCode),
-        };
-        requests.inc(labels);
-        stop(labels);
-      });
-      next();
+    record({ method, operationId, status, seconds }) {
+      // Unrouted requests share one label, so a scan of random paths cannot grow the series.
+      const labels = { operation: operationId ?? 'none', method, status: String(status) };
+      requests.inc(labels);
+      latency.observe(labels, seconds);
     },
     async handler(_req, res) {
       res.type(registry.contentType).send(await registry.metrics());

@@ -5,7 +5,12 @@ export class HttpProblem extends Error {
     message: string,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
+    // An expected answer, not a fault: its stack would never be read, and capturing it costs
+    // more than much of the request.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'HttpProblem';
   }
 }

@@ -1,30 +1,44 @@
 import cors from 'cors';
-import type { ErrorRequestHandler, Request, RequestHandler } from 'express';
+import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
 import rateLimit, { ipKeyGenerator, MemoryStore, type Options } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Principal } from '../service/tokens-service';
 import { HttpProblem } from './http-error';
 import { routedOperation } from './route-gate';
 
+const HELMET = helmet({
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] },
+  },
+  crossOriginResourcePolicy: { policy: 'same-origin' },
+  xFrameOptions: { action: 'deny' },
+});
+
+/** The headers helmet sets, worked out once: they are the same for every response. */
+function helmetHeaders(): [string, string][] {
+  const headers = new Map<string, string>();
+  const collector = {
+    setHeader: (name: string, value: string) => headers.set(name, value),
+    removeHeader: (name: string) => headers.delete(name),
+  };
+  HELMET({} as Request, collector as unknown as Response, () => undefined);
+  return [...headers];
+}
+
 /**
- * Security headers for a JSON API (helmet): nothing may be framed, scripted or sniffed, and no
- * answer is cached. A handler that serves a page for people sets its own Content-Security-Policy.
+ * Security headers for a JSON API (helmet's, computed once at start): nothing may be framed,
+ * scripted or sniffed, and no answer is cached; while the instance drains, keep-alive clients are
+ * told to reconnect elsewhere. A handler that serves a page for people sets its own
+ * Content-Security-Policy.
  */
-export function securityHeaders(): RequestHandler[] {
-  return [
-    helmet({
-      contentSecurityPolicy: {
-        useDefaults: false,
-        directives: { defaultSrc: ["'none'"], frameAncestors: ["'none'"] },
-      },
-      crossOriginResourcePolicy: { policy: 'same-origin' },
-      xFrameOptions: { action: 'deny' },
-    }),
-    (_req, res, next) => {
-      res.setHeader('Cache-Control', 'no-store');
-      next();
-    },
-  ];
+export function responseHeaders(isShuttingDown: () => boolean): RequestHandler {
+  const headers: [string, string][] = [...helmetHeaders(), ['Cache-Control', 'no-store']];
+  return (_req, res, next) => {
+    for (const [name, value] of headers) res.setHeader(name, value);
+    if (isShuttingDown()) res.setHeader('Connection', 'close');
+    next();
+  };
 }
 
 /** CORS for the configured origins only; with none, no CORS headers and preflights answer 405. */

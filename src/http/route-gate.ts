@@ -1,10 +1,20 @@
-import type { RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import { HttpProblem } from './http-error';
 import type { OperationInfo, RouteInfo } from './openapi-document';
 
 /** The contract operation a request was routed to, set by the route gate. */
 export function routedOperation(res: Response): OperationInfo | undefined {
   return res.locals['operation'] as OperationInfo | undefined;
+}
+
+/** Throws a 400 for a request no route can answer: HTTP/1.1 without Host, or a #fragment in the target. */
+export function checkRequestTarget(req: Request): void {
+  if (req.httpVersion === '1.1' && req.headers.host === undefined) {
+    throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
+  }
+  if (req.url.includes('#')) {
+    throw new HttpProblem(400, 'A request target must not contain a fragment (#).');
+  }
 }
 
 function allowedMethods(route: RouteInfo): string {
@@ -14,11 +24,12 @@ function allowedMethods(route: RouteInfo): string {
 }
 
 /**
- * Answers 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
+ * Answers 400 for a malformed target (an HTTP/1.1 request without Host, a #fragment), 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
  * not have on that path, before authentication, so routing never depends on credentials.
  */
 export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
   return (req, res, next) => {
+    checkRequestTarget(req);
     const route = routes.find((candidate) => candidate.pattern.test(req.path));
     if (route === undefined) {
       throw new HttpProblem(404, `No resource at ${req.path}.`);

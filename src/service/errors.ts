@@ -7,7 +7,12 @@ export class DomainError extends Error {
     readonly code: DomainErrorCode,
     message: string,
   ) {
+    // An expected answer, not a fault: its stack would never be read, and capturing it costs
+    // more than much of the request.
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'DomainError';
   }
 }

@@ -358,7 +358,7 @@ function hostileBodies(limit: number, idBase: number): Hostile[] {
   ];
 }
 
-/** The server's own time for a request, from its JSON log line (pino-http's latencyMs). */
+/** The server's own time for a request, from its JSON log line (latencyMs). */
 function serverLatency(service: Service, requestId: string): number | undefined {
   for (const line of service.server.stdout().split('\n')) {
     if (!line.includes(requestId) || !line.includes('latencyMs')) continue;

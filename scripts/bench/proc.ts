@@ -1,0 +1,309 @@
+/** Processes for the benchmark: pinned spawning, start-up timing, /proc sampling, stopping. */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import http from 'node:http';
+import net from 'node:net';
+import { performance } from 'node:perf_hooks';
+
+export interface Pinning {
+  /** null: run unpinned (no taskset, or fewer than two cores). */
+  readonly serverCpu: number | null;
+  readonly loaderCpu: number | null;
+}
+
+/** argv for `node ...args` on `cpu`, through taskset (which execs node, so the pid is node's). */
+export function pinnedNode(cpu: number | null, args: readonly string[]): [string, string[]] {
+  return cpu === null
+    ? [process.execPath, [...args]]
+    : ['taskset', ['-c', String(cpu), process.execPath, ...args]];
+}
+
+/** Pins this process (every thread) to `cpu`, so the orchestrator stays off the server's core. */
+export function pinSelf(cpu: number): void {
+  execFileSync('taskset', ['-a', '-p', '-c', String(cpu), String(process.pid)], {
+    stdio: 'ignore',
+  });
+}
+
+export function hasTaskset(): boolean {
+  try {
+    execFileSync('taskset', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port that was free a moment ago on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** The last lines of a log file, for messages when a process fails. */
+export function tailOf(file: string, lines = 40): string {
+  try {
+    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '';
+  }
+}
+
+export interface RunningServer {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  readonly url: string;
+  /** From spawning the process to the first 200 answer to GET /healthz, in ms. */
+  readonly startMs: number;
+  /** Where its stdout and stderr go (a file, so that reading them costs the load generator's core nothing). */
+  readonly logFile: string;
+  readonly exited: Promise<number | null>;
+}
+
+function getStatus(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { agent: false }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.setTimeout(2000, () => req.destroy(new Error('timeout')));
+  });
+}
+
+/**
+ * Starts `node args` pinned to `cpu` with `env`, listening on `port`, and polls GET /healthz every
+ * 2 ms until it answers 200: the time from spawn to that answer is the start-up time.
+ */
+export async function startServer(options: {
+  readonly cpu: number | null;
+  readonly args: readonly string[];
+  readonly env: NodeJS.ProcessEnv;
+  readonly port: number;
+  readonly cwd: string;
+  readonly logFile: string;
+  readonly timeoutMs?: number;
+}): Promise<RunningServer> {
+  const url = `http://127.0.0.1:${options.port}`;
+  const [command, args] = pinnedNode(options.cpu, options.args);
+  const log = fs.openSync(options.logFile, 'w');
+  const started = performance.now();
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: options.env,
+    stdio: ['ignore', log, log],
+  });
+  fs.closeSync(log);
+  let exitCode: number | null | undefined;
+  let exitSignal: NodeJS.Signals | null = null;
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code, signal) => {
+      exitCode = code;
+      exitSignal = signal;
+      resolve(code);
+    });
+    child.once('error', () => resolve(-1));
+  });
+  const deadline = started + (options.timeoutMs ?? 30_000);
+  for (;;) {
+    if (exitCode !== undefined) {
+      throw new Error(
+        `the server exited (code ${exitCode}, signal ${exitSignal}) before answering:\n${tailOf(options.logFile)}`,
+      );
+    }
+    try {
+      if ((await getStatus(`${url}/healthz`)) === 200) break;
+    } catch {
+      // Not listening yet.
+    }
+    if (performance.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(
+        `the server did not answer GET /healthz in time:\n${tailOf(options.logFile)}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2));
+  }
+  const startMs = performance.now() - started;
+  if (child.pid === undefined) throw new Error('the server has no pid');
+  return { child, pid: child.pid, url, startMs, logFile: options.logFile, exited };
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code. */
+export async function stopServer(server: RunningServer, graceMs = 10_000): Promise<number | null> {
+  if (server.child.exitCode !== null) return server.child.exitCode;
+  server.child.kill('SIGTERM');
+  const timer = setTimeout(() => server.child.kill('SIGKILL'), graceMs);
+  try {
+    return await server.exited;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Peak resident set (VmHWM) and current RSS of a live process, in MiB. */
+export function memoryOf(pid: number): { peakMiB: number; rssMiB: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string) =>
+    Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? NaN);
+  return { peakMiB: kib('VmHWM') / 1024, rssMiB: kib('VmRSS') / 1024 };
+}
+
+let clockTicks: number | undefined;
+
+/** CPU time (user + system) a live process has used so far, in ms. */
+export function cpuMsOf(pid: number): number {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start at field 3; utime, stime are 14, 15.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / clockTicks;
+}
+
+/**
+ * Runs `node args` pinned to `cpu`; calls `onLine` with each stdout line as it comes and resolves
+ * with the whole stdout; rejects with its stderr when it fails.
+ */
+export function runNode(
+  cpu: number | null,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string,
+  onLine?: (line: string) => void,
+): Promise<string> {
+  const [command, argv] = pinnedNode(cpu, args);
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, argv, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let pending = '';
+    const stderr: Buffer[] = [];
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      stdout += chunk;
+      if (onLine === undefined) return;
+      pending += chunk;
+      let newline;
+      while ((newline = pending.indexOf('\n')) >= 0) {
+        onLine(pending.slice(0, newline));
+        pending = pending.slice(newline + 1);
+      }
+    });
+    child.stderr.on('data', (chunk: Buffer) => stderr.push(chunk));
+    child.once('error', reject);
+    child.once('close', (code) => {
+      if (code === 0) resolve(stdout);
+      else
+        reject(
+          new Error(
+            `${args.join(' ')} exited with ${code}:\n${Buffer.concat(stderr).toString('utf8')}${stdout}`,
+          ),
+        );
+    });
+  });
+}
+
+/** The file system type of `dir`, to warn when fsync would be a no-op (tmpfs). */
+export function isTmpfs(dir: string): boolean {
+  const TMPFS_MAGIC = 0x01021994;
+  try {
+    return fs.statfsSync(dir).type === TMPFS_MAGIC;
+  } catch {
+    return false;
+  }
+}
+
+/** The whole machine's CPU time so far (all cores), in ms, from /proc/stat. */
+export interface MachineCpu {
+  /** user + nice + system: processes, this one and the ones it runs included. */
+  readonly processes: number;
+  /** Hardware and software interrupts (loopback TCP is partly here). */
+  readonly interrupts: number;
+  /** Time the hypervisor gave this machine's CPUs to someone else. */
+  readonly steal: number;
+}
+
+export function machineCpu(): MachineCpu {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!;
+  // cpu user nice system idle iowait irq softirq steal guest guest_nice
+  const [user = 0, nice = 0, system = 0, , , irq = 0, softirq = 0, steal = 0] = line
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
+  const ms = (ticks: number) => (ticks * 1000) / clockTicks!;
+  return { processes: ms(user + nice + system), interrupts: ms(irq + softirq), steal: ms(steal) };
+}
+
+export function cpuSince(before: MachineCpu): MachineCpu {
+  const now = machineCpu();
+  return {
+    processes: now.processes - before.processes,
+    interrupts: now.interrupts - before.interrupts,
+    steal: now.steal - before.steal,
+  };
+}
+
+/**
+ * Waits until the machine is quiet (other processes use less than `thresholdPercent` of one core
+ * over half a second), at most `maxMs`; resolves with how long it waited, or -1 if it gave up.
+ */
+export async function waitForQuiet(thresholdPercent: number, maxMs: number): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const before = machineCpu();
+    const own = process.cpuUsage();
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const ownMs = (() => {
+      const used = process.cpuUsage(own);
+      return (used.user + used.system) / 1000;
+    })();
+    const otherPercent = ((cpuSince(before).processes - ownMs) / 500) * 100;
+    const waited = performance.now() - started;
+    if (otherPercent < thresholdPercent) return waited < 600 ? 0 : waited;
+    if (waited > maxMs) return -1;
+  }
+}
+
+/** CPU time so far of every PostgreSQL server process on this machine (comm "postgres"), in ms. */
+export function postgresCpuMs(): number {
+  clockTicks ??= Number(execFileSync('getconf', ['CLK_TCK']).toString().trim()) || 100;
+  let ticks = 0;
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      if (stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) !== 'postgres') continue;
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // The process ended meanwhile.
+    }
+  }
+  return (ticks * 1000) / clockTicks;
+}
+
+/**
+ * Moves the threads of `pid` named `comm` to `cpu`; returns how many. The CPU profiler's sampling
+ * thread (v8:ProfEvntProc) must not share the server's core: there it can only sample when the
+ * main thread blocks, so time in blocking calls (fsync) would be over-counted.
+ */
+export function pinThreads(pid: number, comm: string, cpu: number): number {
+  let moved = 0;
+  for (const task of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      if (fs.readFileSync(`/proc/${pid}/task/${task}/comm`, 'utf8').trim() !== comm) continue;
+      execFileSync('taskset', ['-p', '-c', String(cpu), task], { stdio: 'ignore' });
+      moved++;
+    } catch {
+      // The thread ended meanwhile.
+    }
+  }
+  return moved;
+}
