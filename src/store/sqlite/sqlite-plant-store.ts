@@ -60,6 +60,9 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.pragma('journal_mode = WAL');
     db.pragma(`synchronous = ${options.synchronous}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
+    // 32 MiB of page cache (the default is 2 MiB): with a million plants, random ids still find
+    // the B-tree's inner pages in memory, so inserts stay as fast as on an empty store.
+    db.pragma('cache_size = -32768');
     migrate(db);
   } catch (error) {
     db.close();
