@@ -7,7 +7,13 @@ import { createJsonBody } from './http/json-body';
 import type { OpenApiDocument } from './http/openapi-document';
 import { createOperationsRouter } from './http/operations-router';
 import { createPlantsHandlers } from './http/plants-handlers';
-import { authFailureLimit, corsFor, responseHeaders, tokenRequestLimit } from './http/protections';
+import {
+  authFailureLimit,
+  corsFor,
+  responseHeaders,
+  tokenRequestLimit,
+  type RateLimits,
+} from './http/protections';
 import { createRequestLog } from './http/request-log';
 import { checkRequestTarget, createRouteGate } from './http/route-gate';
 import { createServiceHandlers, type Readiness } from './http/service-handlers';
@@ -29,12 +35,7 @@ export interface AppDeps {
   readonly metrics?: Metrics | undefined;
   readonly corsOrigins: readonly string[];
   readonly trustProxyHops: number;
-  readonly limits: {
-    readonly authFailures: number;
-    readonly authFailureWindowMs: number;
-    readonly tokenRequests: number;
-    readonly tokenWindowMs: number;
-  };
+  readonly limits: RateLimits;
 }
 
 /**

@@ -1,3 +1,4 @@
+import type { RateLimits } from './http/protections';
 import type { LogLevel } from './logger';
 import type { PostgresStoreOptions } from './store/postgres/postgres-plant-store';
 import type { SqliteStoreOptions, SqliteSynchronous } from './store/sqlite/sqlite-plant-store';
@@ -24,14 +25,7 @@ export interface Config {
   readonly corsOrigins: readonly string[];
   /** Proxy hops in front of the service whose X-Forwarded-For is trusted for the client address. */
   readonly trustProxyHops: number;
-  readonly limits: {
-    /** Failed authentications per client address and window before 429; 0 turns it off. */
-    readonly authFailures: number;
-    readonly authFailureWindowMs: number;
-    /** Requests per token and window before 429; 0 turns it off. */
-    readonly tokenRequests: number;
-    readonly tokenWindowMs: number;
-  };
+  readonly limits: RateLimits;
   readonly http: HttpServerConfig;
 }
 

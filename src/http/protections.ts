@@ -55,6 +55,16 @@ export function corsFor(origins: readonly string[]): RequestHandler | undefined 
   return (req, res, next) => (req.headers.origin === undefined ? next() : handler(req, res, next));
 }
 
+/** The rate limits, as configured. */
+export interface RateLimits {
+  /** Failed authentications per client address and window before 429; 0 turns it off. */
+  readonly authFailures: number;
+  readonly authFailureWindowMs: number;
+  /** Requests per token and window before 429; 0 turns it off. */
+  readonly tokenRequests: number;
+  readonly tokenWindowMs: number;
+}
+
 function retryAfterSeconds(resetTime: Date | undefined, windowMs: number): string {
   const ms = resetTime === undefined ? windowMs : resetTime.getTime() - Date.now();
   return String(Math.max(1, Math.ceil(ms / 1000)));
