@@ -17,6 +17,16 @@ const REDACT = [
   '*.secret',
 ];
 
+/** pino-pretty is a development dependency: an install without them logs JSON instead. */
+function prettyAvailable(): boolean {
+  try {
+    require.resolve('pino-pretty');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** A JSON-lines logger at `level`; `pretty` renders readable lines for a person at a terminal. */
 export function createLogger(options: {
   level: LogLevel;
@@ -30,7 +40,7 @@ export function createLogger(options: {
     redact: { paths: REDACT, censor: '[redacted]' },
     timestamp: pino.stdTimeFunctions.isoTime,
   };
-  if (options.pretty) {
+  if (options.pretty && prettyAvailable()) {
     return pino({
       ...base,
       transport: { target: 'pino-pretty', options: { messageKey: 'message', translateTime: true } },
