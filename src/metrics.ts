@@ -2,6 +2,7 @@ import type { RequestHandler } from 'express';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { FinishedRequest } from './http/request-log';
 import type { PlantStore } from './store/plant-store';
+import { wrapStoreMethods } from './store/wrap-store';
 
 export interface Metrics {
   /** Counts and times a finished request, labelled by operationId, method and status. */
@@ -50,24 +51,17 @@ export function createMetrics(): Metrics {
       res.type(registry.contentType).send(await registry.metrics());
     },
     instrumentStore(store) {
-      const timed: Record<string, unknown> = {};
-      for (const [name, method] of Object.entries(store) as [
-        string,
-        (...args: unknown[]) => Promise<unknown>,
-      ][]) {
-        timed[name] = async (...args: unknown[]) => {
-          const stop = storeLatency.startTimer({ operation: name });
-          try {
-            const result = await method(...args);
-            stop({ outcome: 'ok' });
-            return result;
-          } catch (error) {
-            stop({ outcome: 'error' });
-            throw error;
-          }
-        };
-      }
-      return timed as unknown as PlantStore;
+      return wrapStoreMethods(store, async (operation, call) => {
+        const stop = storeLatency.startTimer({ operation });
+        try {
+          const result = await call();
+          stop({ outcome: 'ok' });
+          return result;
+        } catch (error) {
+          stop({ outcome: 'error' });
+          throw error;
+        }
+      });
     },
   };
 }

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import { StoreUnavailableError } from '../store/plant-store';
 import { HttpProblem } from './http-error';
 import type { OpenApiDocument } from './openapi-document';
 import type { Json, OperationId } from './openapi-types';
@@ -28,8 +29,11 @@ export function createServiceHandlers(
         throw new HttpProblem(503, 'The service is shutting down.', RETRY);
       try {
         await readiness.checkStore();
-      } catch {
-        throw new HttpProblem(503, 'The store is unavailable; try again shortly.', RETRY);
+      } catch (error) {
+        // Answered by the error handler's one mapping for an unavailable store: 503, Retry-After.
+        throw error instanceof StoreUnavailableError
+          ? error
+          : new StoreUnavailableError({ cause: error });
       }
       res.json({ status: 'ready' } satisfies Json<'getReadiness', 200>);
     },
