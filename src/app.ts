@@ -1,11 +1,11 @@
-import express, { type Express } from 'express';
-import * as OpenApiValidator from 'express-openapi-validator';
+import express, { type Express, type RequestHandler } from 'express';
 import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
 import { createJsonBody } from './http/json-body';
 import type { OpenApiDocument } from './http/openapi-document';
 import { createOperationsRouter } from './http/operations-router';
+import { pipeline } from './http/pipeline';
 import { createPlantsHandlers } from './http/plants-handlers';
 import {
   authFailureLimit,
@@ -16,6 +16,7 @@ import {
 } from './http/protections';
 import { createRequestLog } from './http/request-log';
 import { checkRequestTarget, createRouteGate } from './http/route-gate';
+import { createValidator } from './http/validator';
 import { createServiceHandlers, type Readiness } from './http/service-handlers';
 import type { Logger } from './logger';
 import type { Metrics } from './metrics';
@@ -38,6 +39,15 @@ export interface AppDeps {
   readonly limits: RateLimits;
 }
 
+/** GET (and HEAD) /metrics: outside the contract, for Prometheus on the same network. */
+function metricsEndpoint(handler: RequestHandler): RequestHandler {
+  return (req, res, next) => {
+    if (req.path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
+    checkRequestTarget(req);
+    return handler(req, res, next);
+  };
+}
+
 /**
  * Assembles the service in the contract's order of checks: route (404/405), authentication
  * (429/401), media type and size (415/413), body and parameters (400), then the handlers. It does
@@ -56,44 +66,28 @@ export function createApp(deps: AppDeps): Express {
     windowMs: limits.authFailureWindowMs,
   });
 
-  app.use(createRequestLog(deps.logger, deps.metrics?.record));
-  app.use(responseHeaders(() => deps.readiness.isShuttingDown()));
   const { metrics } = deps;
-  if (metrics !== undefined) {
-    app.get('/metrics', (req, res, next) => {
-      checkRequestTarget(req);
-      return metrics.handler(req, res, next);
-    });
-  }
-  const cors = corsFor(deps.corsOrigins);
-  if (cors !== undefined) app.use(cors);
-  app.use(createRouteGate(deps.document.routes));
-  app.use(authFailures.guard);
-  app.use(createBearerAuth((secret) => deps.tokens.verify(secret)));
-  app.use(authFailures.record);
   const tokenLimit = tokenRequestLimit({
     limit: limits.tokenRequests,
     windowMs: limits.tokenWindowMs,
   });
-  if (tokenLimit !== undefined) app.use(tokenLimit);
-  app.use(createJsonBody({ limit: deps.bodyLimitBytes }));
   app.use(
-    OpenApiValidator.middleware({
-      apiSpec: structuredClone(deps.document.spec) as never,
-      validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false },
-      validateResponses: deps.validateResponses,
-      // Authentication is passport's job, before the body is read; the validator checks shapes only.
-      validateSecurity: false,
-      // The route gate has already answered 404/405; HEAD of a GET operation is not in the contract's paths.
-      ignoreUndocumented: true,
-    }),
-  );
-  app.use(
-    createOperationsRouter(deps.document.routes, {
-      ...createPlantsHandlers(deps.plants),
-      ...createServiceHandlers(deps.document, deps.readiness),
-      ...createDocsHandlers(),
-    }),
+    pipeline([
+      createRequestLog(deps.logger, metrics?.record),
+      responseHeaders(() => deps.readiness.isShuttingDown()),
+      metrics === undefined ? undefined : metricsEndpoint(metrics.handler),
+      corsFor(deps.corsOrigins),
+      createRouteGate(deps.document.routes),
+      authFailures.around(createBearerAuth((secret) => deps.tokens.verify(secret))),
+      tokenLimit,
+      createJsonBody({ limit: deps.bodyLimitBytes }),
+      ...createValidator(deps.document, deps.validateResponses),
+      createOperationsRouter(deps.document.routes, {
+        ...createPlantsHandlers(deps.plants),
+        ...createServiceHandlers(deps.document, deps.readiness),
+        ...createDocsHandlers(),
+      }),
+    ]),
   );
   app.use(createErrorHandler(deps.logger));
   return app;

@@ -15,6 +15,22 @@ export interface Metrics {
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/** `make`, called once per distinct list of arguments. */
+function memoized<Parts extends (string | number)[], Value>(
+  make: (...parts: Parts) => Value,
+): (...parts: Parts) => Value {
+  const made = new Map<string, Value>();
+  return (...parts) => {
+    const key = parts.join(' ');
+    let value = made.get(key);
+    if (value === undefined) {
+      value = make(...parts);
+      made.set(key, value);
+    }
+    return value;
+  };
+}
+
 /** Prometheus metrics in a registry of their own (no global state), process metrics included. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -40,26 +56,39 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
+  // One labelled child per series, made once: prom-client hashes a label object on every call
+  // otherwise. Bounded: operations, the methods Node accepts, and statuses are few.
+  const seriesOf = memoized((operation: string, method: string, status: number) => {
+    const labels = { operation, method, status: String(status) };
+    const counter = requests.labels(labels);
+    const histogram = latency.labels(labels);
+    return { count: () => counter.inc(), observe: (seconds: number) => histogram.observe(seconds) };
+  });
+
   return {
     record({ method, operationId, status, seconds }) {
       // Unrouted requests share one label, so a scan of random paths cannot grow the series.
-      const labels = { operation: operationId ?? 'none', method, status: String(status) };
-      requests.inc(labels);
-      latency.observe(labels, seconds);
+      const { count, observe } = seriesOf(operationId ?? 'none', method, status);
+      count();
+      observe(seconds);
     },
     async handler(_req, res) {
       res.type(registry.contentType).send(await registry.metrics());
     },
     instrumentStore(store) {
+      const timingOf = memoized((operation: string, outcome: 'ok' | 'error') => {
+        const histogram = storeLatency.labels({ operation, outcome });
+        return (seconds: number) => histogram.observe(seconds);
+      });
       return wrapStoreMethods(store, async (operation, call) => {
-        const stop = storeLatency.startTimer({ operation });
+        const started = performance.now();
+        let outcome: 'ok' | 'error' = 'error';
         try {
           const result = await call();
-          stop({ outcome: 'ok' });
+          outcome = 'ok';
           return result;
-        } catch (error) {
-          stop({ outcome: 'error' });
-          throw error;
+        } finally {
+          timingOf(operation, outcome)((performance.now() - started) / 1000);
         }
       });
     },

@@ -1,6 +1,7 @@
 import path from 'node:path';
 import type { RequestHandler } from 'express';
 import type { OperationId } from './openapi-types';
+import { pathParameter } from './route-gate';
 
 const SWAGGER_UI_DIR = path.dirname(require.resolve('swagger-ui-dist/package.json'));
 
@@ -68,8 +69,8 @@ export function createDocsHandlers(): Readonly<
     getDocs(_req, res) {
       res.set('Content-Security-Policy', PAGE_POLICY).type('text/html').send(PAGE);
     },
-    getDocsAsset(req, res) {
-      const name = String(req.params['file']);
+    getDocsAsset(_req, res) {
+      const name = String(pathParameter(res, 'file'));
       const asset = ASSETS.get(name);
       // The validator has already refused names outside the contract's enum.
       if (asset === undefined) throw new Error(`The contract lists a docs asset ${name} we lack.`);

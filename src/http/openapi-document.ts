@@ -13,7 +13,10 @@ export interface OperationInfo {
 /** A path of the contract: its matcher and its operations by upper-case method. */
 export interface RouteInfo {
   readonly template: string;
+  /** Matches the whole path; group i captures the raw (still percent-encoded) parameter i. */
   readonly pattern: RegExp;
+  /** The template's parameter names, in order. */
+  readonly parameters: readonly string[];
   readonly operations: ReadonlyMap<string, OperationInfo>;
 }
 
@@ -47,7 +50,7 @@ function compileTemplate(template: string): RegExp {
   const source = template
     .split(/\{[^}/]+\}/)
     .map(escapeRegExp)
-    .join('[^/]+');
+    .join('([^/]+)');
   return new RegExp(`^${source}$`);
 }
 
@@ -66,7 +69,8 @@ function readRoutes(spec: Record<string, unknown>): RouteInfo[] {
         hasRequestBody: operation['requestBody'] !== undefined,
       });
     }
-    return { template, pattern: compileTemplate(template), operations };
+    const parameters = [...template.matchAll(/\{([^}/]+)\}/g)].map((match) => match[1]!);
+    return { template, pattern: compileTemplate(template), parameters, operations };
   });
 }
 

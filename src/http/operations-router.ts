@@ -1,35 +1,35 @@
-import express, { type Router } from 'express';
+import type { RequestHandler } from 'express';
 import type { RouteInfo } from './openapi-document';
 import type { OperationHandlers, OperationId } from './openapi-types';
+import { routedOperation } from './route-gate';
 
-/** `/plants/{id}` → `/plants/:id`. */
-function toExpressPath(template: string): string {
-  return template.replace(/\{([^}/]+)\}/g, ':$1');
-}
-
-/** Mounts each operation's handler at the contract's path and method; throws at start when one is missing. */
+/**
+ * Calls the handler of the operation the route gate chose; throws at start when one is missing.
+ * No second path match: the gate already matched the path and method, and the validator set the
+ * path parameters (`req.params`).
+ */
 export function createOperationsRouter(
   routes: readonly RouteInfo[],
   handlers: OperationHandlers,
-): Router {
-  const router = express.Router({ caseSensitive: true, strict: true });
+): RequestHandler {
+  const byOperation = new Map<string, RequestHandler>();
   for (const route of routes) {
-    for (const [method, operation] of route.operations) {
+    for (const operation of route.operations.values()) {
       const handler = handlers[operation.operationId as OperationId];
       if (handler === undefined) {
         throw new Error(`No handler for the operation ${operation.operationId}.`);
       }
-      router[method.toLowerCase() as 'get' | 'post' | 'delete'](
-        toExpressPath(route.template),
-        (req, res, next) => {
-          // Fail closed: a request the validator did not match never reaches a handler unchecked.
-          if ((req as { openapi?: unknown }).openapi === undefined) {
-            throw new Error(`The request to ${operation.operationId} was not validated.`);
-          }
-          return handler(req, res, next);
-        },
-      );
+      byOperation.set(operation.operationId, handler);
     }
   }
-  return router;
+  return (req, res, next) => {
+    const operation = routedOperation(res);
+    // Fail closed: a request the validator did not check against this very operation never
+    // reaches a handler.
+    const validated = (req as { openapi?: { schema?: { operationId?: unknown } } }).openapi;
+    if (operation === undefined || validated?.schema?.operationId !== operation.operationId) {
+      throw new Error(`The request to ${req.method} ${req.path} was not validated.`);
+    }
+    return byOperation.get(operation.operationId)!(req, res, next);
+  };
 }

@@ -4,6 +4,7 @@ import { HttpProblem } from './http-error';
 import { INT64_MAX, INT64_MIN, int64FromJsonNumber, parseCanonicalInt64 } from './int64';
 import { parsedBody } from './json-body';
 import type { Body, Json, OperationId } from './openapi-types';
+import { pathParameter } from './route-gate';
 
 const RANGE = `between ${INT64_MIN} and ${INT64_MAX}`;
 
@@ -15,8 +16,8 @@ function bodyId(raw: string | undefined): bigint {
   throw new HttpProblem(400, `request/body/id ${problem}`);
 }
 
-function pathId(segment: unknown): bigint {
-  const id = typeof segment === 'string' ? parseCanonicalInt64(segment) : undefined;
+function pathId(segment: string | undefined): bigint {
+  const id = segment === undefined ? undefined : parseCanonicalInt64(segment);
   if (id === undefined) {
     throw new HttpProblem(
       400,
@@ -41,8 +42,8 @@ export function createPlantsHandlers(
       });
       res.status(200).json(plant satisfies Json<'createPlant', 200>);
     },
-    async deletePlant(req, res) {
-      await plants.delete(pathId(req.params['id']));
+    async deletePlant(_req, res) {
+      await plants.delete(pathId(pathParameter(res, 'id')));
       res.status(204).end();
     },
   };

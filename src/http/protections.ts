@@ -1,5 +1,5 @@
 import cors from 'cors';
-import type { ErrorRequestHandler, Request, RequestHandler, Response } from 'express';
+import type { Request, RequestHandler, Response } from 'express';
 import rateLimit, { ipKeyGenerator, MemoryStore, type Options } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Principal } from '../service/tokens-service';
@@ -65,9 +65,9 @@ export interface RateLimits {
   readonly tokenWindowMs: number;
 }
 
-function retryAfterSeconds(resetTime: Date | undefined, windowMs: number): string {
-  const ms = resetTime === undefined ? windowMs : resetTime.getTime() - Date.now();
-  return String(Math.max(1, Math.ceil(ms / 1000)));
+/** Whole seconds (at least 1) from `now` until `until`, both in ms since the epoch. */
+function retryAfterSeconds(until: number, now = Date.now()): string {
+  return String(Math.max(1, Math.ceil((until - now) / 1000)));
 }
 
 function tooMany(message: string, retryAfter: string): HttpProblem {
@@ -77,33 +77,53 @@ function tooMany(message: string, retryAfter: string): HttpProblem {
 const AUTH_MESSAGE = 'Too many failed authentications from this address; try again later.';
 
 /**
- * Limits failed authentications per client address: after `limit` 401s within `windowMs`, every
- * request from that address to a secured operation answers 429 with Retry-After until the window
- * passes, before its token is even looked at. Successful requests never count.
+ * Limits failed authentications per client address: once an address has had `limit` 401s within
+ * `windowMs`, every request from it to a secured operation answers 429 with Retry-After until its
+ * window passes, before its token is even looked at. Successful requests never count. The counting
+ * is express-rate-limit's store, on the failure path only; the check every request makes is a
+ * synchronous look-up of the addresses currently blocked, skipped while none is.
  */
 export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs: number }): {
-  guard: RequestHandler;
-  record: ErrorRequestHandler;
+  /** Wraps authentication: checks the address before it, counts its 401s after it. */
+  around(authenticate: RequestHandler): RequestHandler;
 } {
   const store = new MemoryStore();
   store.init({ windowMs } as Options);
+  /** Blocked addresses and when each may try again (ms since the epoch). */
+  const blocked = new Map<string, number>();
   const keyOf = (req: Request) => ipKeyGenerator(req.ip ?? req.socket.remoteAddress ?? 'unknown');
+  const blockedUntil = (key: string, now: number): number | undefined => {
+    const until = blocked.get(key);
+    if (until === undefined || until > now) return until;
+    blocked.delete(key);
+    return undefined;
+  };
+  const block = (key: string, until: number, now: number) => {
+    // Bounded by the addresses that failed `limit` times within one window; expired ones go first.
+    if (blocked.size >= 10_000) for (const [k, u] of blocked) if (u <= now) blocked.delete(k);
+    blocked.set(key, until);
+  };
   return {
-    async guard(req, res, next) {
-      if (limit === 0 || routedOperation(res)?.secured !== true) return next();
-      const seen = await store.get(keyOf(req));
-      if (seen !== undefined && seen.totalHits >= limit) {
-        throw tooMany(AUTH_MESSAGE, retryAfterSeconds(seen.resetTime, windowMs));
-      }
-      next();
-    },
-    async record(error: unknown, req, _res, next) {
-      if (limit === 0 || !(error instanceof HttpProblem) || error.status !== 401)
-        return next(error);
-      const { totalHits, resetTime } = await store.increment(keyOf(req));
-      next(
-        totalHits > limit ? tooMany(AUTH_MESSAGE, retryAfterSeconds(resetTime, windowMs)) : error,
-      );
+    around(authenticate) {
+      if (limit === 0) return authenticate;
+      return (req, res, next) => {
+        if (routedOperation(res)?.secured !== true) return next();
+        if (blocked.size > 0) {
+          const now = Date.now();
+          const until = blockedUntil(keyOf(req), now);
+          if (until !== undefined) throw tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now));
+        }
+        return authenticate(req, res, (error?: unknown) => {
+          if (!(error instanceof HttpProblem) || error.status !== 401) return next(error);
+          const key = keyOf(req);
+          store.increment(key).then(({ totalHits, resetTime }) => {
+            const now = Date.now();
+            const until = resetTime?.getTime() ?? now + windowMs;
+            if (totalHits >= limit) block(key, until, now);
+            next(totalHits > limit ? tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now)) : error);
+          }, next);
+        });
+      };
     },
   };
 }
@@ -129,8 +149,9 @@ export function tokenRequestLimit({
         tooMany(
           'Too many requests with this token; try again later.',
           retryAfterSeconds(
-            (req as Request & { rateLimit?: { resetTime?: Date } }).rateLimit?.resetTime,
-            windowMs,
+            (
+              req as Request & { rateLimit?: { resetTime?: Date } }
+            ).rateLimit?.resetTime?.getTime() ?? Date.now() + windowMs,
           ),
         ),
       ),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
+import pino from 'pino';
 import type { Logger } from '../logger';
 import { routedOperation } from './route-gate';
 
@@ -21,6 +22,48 @@ export interface FinishedRequest {
   readonly seconds: number;
 }
 
+type Level = 'info' | 'warn' | 'error';
+
+/**
+ * Writes the request line pino would write for
+ * `logger[level]({ reqId, operationId, req: { method, path }, res: { status }, latencyMs }, 'request')`,
+ * byte for byte, with the logger's own stream, bindings, time format and message key; redaction is
+ * skipped because the line holds no header, body or query. Serialising it through pino's generic
+ * path (redaction included) was a tenth of a request's CPU.
+ */
+function requestLineWriter(logger: Logger) {
+  const internals = logger as unknown as Record<symbol, unknown>;
+  const { symbols } = pino;
+  const stream = internals[symbols.streamSym] as { write(line: string): unknown };
+  const bindings = internals[symbols.chindingsSym] as string;
+  const time = internals[symbols.timeSym] as () => string;
+  const message = `,${JSON.stringify(internals[symbols.messageKeySym])}:"request"}\n`;
+  const operationKeys = new Map<string | undefined, string>([[undefined, '']]);
+  return (
+    level: Level,
+    line: {
+      reqId: string;
+      operationId: string | undefined;
+      method: string;
+      path: string;
+      status: number;
+      latencyMs: number;
+    },
+  ): void => {
+    if (!logger.isLevelEnabled(level)) return;
+    let operation = operationKeys.get(line.operationId);
+    if (operation === undefined) {
+      operation = `,"operationId":${JSON.stringify(line.operationId)}`;
+      operationKeys.set(line.operationId, operation);
+    }
+    stream.write(
+      `{"level":${logger.levels.values[level]}${time()}${bindings},"reqId":${JSON.stringify(line.reqId)}${operation}` +
+        `,"req":{"method":${JSON.stringify(line.method)},"path":${JSON.stringify(line.path)}}` +
+        `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}${message}`,
+    );
+  };
+}
+
 /**
  * Gives every request an id, echoed in `X-Request-Id` on every response (errors included), and
  * when the response is written logs one line: id, operationId, method, path (never the query),
@@ -32,32 +75,28 @@ export function createRequestLog(
   logger: Logger,
   onFinish?: (request: FinishedRequest) => void,
 ): RequestHandler {
+  const writeLine = requestLineWriter(logger);
   return (req, res, next) => {
-    const started = process.hrtime.bigint();
+    const started = performance.now();
     const incoming = req.headers['x-request-id'];
-    const id = typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const reqId =
+      typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     // Kept now: the route gate serves HEAD as GET, and the log shows what the client sent.
     const method = req.method;
-    const path = req.url.split('?', 1)[0];
-    res.locals['requestId'] = id;
-    res.setHeader('X-Request-Id', id);
+    const url = req.url;
+    const query = url.indexOf('?');
+    const path = query === -1 ? url : url.slice(0, query);
+    res.locals['requestId'] = reqId;
+    res.setHeader('X-Request-Id', reqId);
     res.once('finish', () => {
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      const milliseconds = performance.now() - started;
       const status = res.statusCode;
       const operationId = routedOperation(res)?.operationId;
       // 503 is expected while the store is away or the instance drains: a warning, not an error.
       const level = status === 503 ? 'warn' : status >= 500 ? 'error' : 'info';
-      logger[level](
-        {
-          reqId: id,
-          operationId,
-          req: { method, path },
-          res: { status },
-          latencyMs: Math.round(seconds * 1e4) / 10,
-        },
-        'request',
-      );
-      onFinish?.({ method, operationId, status, seconds });
+      const latencyMs = Math.round(milliseconds * 10) / 10;
+      writeLine(level, { reqId, operationId, method, path, status, latencyMs });
+      onFinish?.({ method, operationId, status, seconds: milliseconds / 1000 });
     });
     next();
   };

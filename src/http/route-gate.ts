@@ -7,6 +7,16 @@ export function routedOperation(res: Response): OperationInfo | undefined {
   return res.locals['operation'] as OperationInfo | undefined;
 }
 
+/**
+ * A path parameter of the routed request, percent-decoded, exactly as the client sent it: the
+ * validator may coerce `req.params` to numbers, which would round an int64.
+ */
+export function pathParameter(res: Response, name: string): string | undefined {
+  const raw = (res.locals['pathParameters'] as Record<string, string> | undefined)?.[name];
+  // The validator has already refused a malformed percent-encoding with 400.
+  return raw === undefined ? undefined : decodeURIComponent(raw);
+}
+
 /** Throws a 400 for a request no route can answer: HTTP/1.1 without Host, or a #fragment in the target. */
 export function checkRequestTarget(req: Request): void {
   if (req.httpVersion === '1.1' && req.headers.host === undefined) {
@@ -30,8 +40,17 @@ function allowedMethods(route: RouteInfo): string {
 export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
   return (req, res, next) => {
     checkRequestTarget(req);
-    const route = routes.find((candidate) => candidate.pattern.test(req.path));
-    if (route === undefined) {
+    const path = req.path;
+    let route: RouteInfo | undefined;
+    let match: RegExpExecArray | null = null;
+    for (const candidate of routes) {
+      match = candidate.pattern.exec(path);
+      if (match !== null) {
+        route = candidate;
+        break;
+      }
+    }
+    if (route === undefined || match === null) {
       throw new HttpProblem(404, `No resource at ${req.path}.`);
     }
     // HEAD is GET without a body (RFC 9110): routed, authenticated and validated as the GET it mirrors.
@@ -50,6 +69,11 @@ export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
       );
     }
     res.locals['operation'] = operation;
+    if (route.parameters.length > 0) {
+      const parameters: Record<string, string> = {};
+      route.parameters.forEach((name, i) => (parameters[name] = match[i + 1]!));
+      res.locals['pathParameters'] = parameters;
+    }
     next();
   };
 }

@@ -1,4 +1,10 @@
+import { once } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
+import express from 'express';
 import request from 'supertest';
+import type { RateLimits } from '../../src/http/protections';
+import { createRequestLog } from '../../src/http/request-log';
+import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import { buildTestApp, expectError, type TestApp } from '../support/test-app';
 
@@ -72,6 +78,46 @@ describe('request logs', () => {
       }),
       expect.objectContaining({ operationId: 'deletePlant', res: { status: 404 } }),
     ]);
+  });
+
+  it('writes each request line exactly as pino would, whatever the path holds', async () => {
+    const raw: string[] = [];
+    const logger = createLogger({
+      level: 'info',
+      destination: { write: (line) => raw.push(line) },
+    });
+    const app = express();
+    app.use(createRequestLog(logger));
+    app.use((_req, res) => void res.status(404).end());
+    // Raw, so the target keeps characters a client library would percent-encode.
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1').resume();
+    socket.end(
+      'GET /odd/"quoted"/\\back?q=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: trace-2\r\nConnection: close\r\n\r\n',
+    );
+    await once(socket, 'close');
+    server.close();
+    expect(raw).toHaveLength(1);
+    const line = raw.pop()!;
+    const written = JSON.parse(line) as { time: string; latencyMs: number };
+    // pino's own serialisation of the same fields, at the same time and latency.
+    jest.useFakeTimers({ now: new Date(written.time), doNotFake: ['nextTick', 'setImmediate'] });
+    try {
+      logger.info(
+        {
+          reqId: 'trace-2',
+          operationId: undefined,
+          req: { method: 'GET', path: '/odd/"quoted"/\\back' },
+          res: { status: 404 },
+          latencyMs: written.latencyMs,
+        },
+        'request',
+      );
+    } finally {
+      jest.useRealTimers();
+    }
+    expect(raw).toEqual([line]);
   });
 
   it('never logs a token, the Authorization header, the query string or a body', async () => {
@@ -187,15 +233,21 @@ describe('CORS', () => {
   });
 });
 
+/** The rate limits, all off but the ones given. */
+function limitsWith(overrides: Partial<RateLimits>): RateLimits {
+  return {
+    authFailures: 0,
+    authFailureWindowMs: 60_000,
+    tokenRequests: 0,
+    tokenWindowMs: 60_000,
+    ...overrides,
+  };
+}
+
 describe('rate limits', () => {
   it('answers 429 with Retry-After after repeated failed authentications, even with a valid token', async () => {
     t = await buildTestApp({
-      limits: {
-        authFailures: 3,
-        authFailureWindowMs: 60_000,
-        tokenRequests: 0,
-        tokenWindowMs: 60_000,
-      },
+      limits: limitsWith({ authFailures: 3 }),
     });
     for (let i = 0; i < 3; i++) expectError(await create(1, 'plnt_guess'), 401);
     const limited = await create(1, 'plnt_guess');
@@ -209,12 +261,7 @@ describe('rate limits', () => {
   it('counts failures per client address (X-Forwarded-For with one trusted proxy)', async () => {
     t = await buildTestApp({
       trustProxyHops: 1,
-      limits: {
-        authFailures: 2,
-        authFailureWindowMs: 60_000,
-        tokenRequests: 0,
-        tokenWindowMs: 60_000,
-      },
+      limits: limitsWith({ authFailures: 2 }),
     });
     const from = (ip: string, token: string) => create(1, token).set('X-Forwarded-For', ip);
     expectError(await from('203.0.113.1', 'plnt_guess'), 401);
@@ -223,26 +270,29 @@ describe('rate limits', () => {
     expect((await from('203.0.113.2', t.token)).status).toBe(200);
   });
 
+  it('lets a blocked address authenticate again once its window has passed', async () => {
+    t = await buildTestApp({
+      limits: limitsWith({ authFailures: 2, authFailureWindowMs: 1000 }),
+    });
+    expectError(await create(1, 'plnt_guess'), 401);
+    expectError(await create(1, 'plnt_guess'), 401);
+    const limited = await create(1);
+    expectError(limited, 429);
+    expect(limited.headers['retry-after']).toBe('1');
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await create(1)).status).toBe(200);
+  });
+
   it('never counts successful requests', async () => {
     t = await buildTestApp({
-      limits: {
-        authFailures: 2,
-        authFailureWindowMs: 60_000,
-        tokenRequests: 0,
-        tokenWindowMs: 60_000,
-      },
+      limits: limitsWith({ authFailures: 2 }),
     });
     for (let id = 0; id < 10; id++) expect((await create(id)).status).toBe(200);
   });
 
   it('limits requests per token when configured', async () => {
     t = await buildTestApp({
-      limits: {
-        authFailures: 0,
-        authFailureWindowMs: 60_000,
-        tokenRequests: 2,
-        tokenWindowMs: 60_000,
-      },
+      limits: limitsWith({ tokenRequests: 2 }),
     });
     expect((await create(1)).status).toBe(200);
     expect((await create(2)).status).toBe(200);

@@ -1,0 +1,45 @@
+import path from 'node:path';
+import { loadOpenApiDocument } from '../../src/http/openapi-document';
+import { createValidator } from '../../src/http/validator';
+import { SPEC_PATH } from '../support/test-app';
+
+type Compile = (path: unknown, options?: Record<string, unknown>) => unknown;
+
+function validatorsPathToRegexp(): { pathToRegexp: Compile } {
+  const entry = require.resolve('express-openapi-validator');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the validator's own copy
+  return require(require.resolve('path-to-regexp', { paths: [path.dirname(entry)] })) as {
+    pathToRegexp: Compile;
+  };
+}
+
+describe('the validator route lookup', () => {
+  beforeAll(() => {
+    createValidator(loadOpenApiDocument(SPEC_PATH), false);
+  });
+
+  it('compiles a route path once for equal plain options', () => {
+    const { pathToRegexp } = validatorsPathToRegexp();
+    const first = pathToRegexp('/plants/:id', { sensitive: true, strict: true });
+    expect(pathToRegexp('/plants/:id', { sensitive: true, strict: true })).toBe(first);
+    expect(pathToRegexp('/plants/:id', { sensitive: false, strict: true })).not.toBe(first);
+    expect(pathToRegexp('/plants', { sensitive: true, strict: true })).not.toBe(first);
+  });
+
+  it('still matches as path-to-regexp does', () => {
+    const { pathToRegexp } = validatorsPathToRegexp();
+    const { regexp, keys } = pathToRegexp('/plants/:id', { sensitive: true }) as {
+      regexp: RegExp;
+      keys: { name: string }[];
+    };
+    expect(regexp.exec('/plants/42')?.[1]).toBe('42');
+    expect(regexp.exec('/PLANTS/42')).toBeNull();
+    expect(keys.map((key) => key.name)).toEqual(['id']);
+  });
+
+  it('leaves calls with options that are not plain data uncached', () => {
+    const { pathToRegexp } = validatorsPathToRegexp();
+    const options = { encodePath: (value: string) => value };
+    expect(pathToRegexp('/plants/:id', options)).not.toBe(pathToRegexp('/plants/:id', options));
+  });
+});
