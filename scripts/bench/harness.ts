@@ -156,6 +156,25 @@ async function runLoader(
   return result;
 }
 
+/**
+ * The service's command line as `npm start` runs it (`node [flags] dist/src/main.js`, from the
+ * service's package.json), as node arguments: the runtime flags users get are the ones measured.
+ */
+export function serviceStartArgs(serviceRoot: string): string[] {
+  const manifest = JSON.parse(fs.readFileSync(path.join(serviceRoot, 'package.json'), 'utf8')) as {
+    scripts?: Record<string, string>;
+  };
+  const start = manifest.scripts?.['start'] ?? '';
+  const words = start.trim().split(/\s+/);
+  const program = words.at(-1);
+  if (words[0] !== 'node' || program === undefined || !program.endsWith('.js')) {
+    throw new Error(
+      `expected "start": "node [flags] <program>.js" in ${serviceRoot}/package.json, found "${start}"`,
+    );
+  }
+  return [...words.slice(1, -1), path.join(serviceRoot, program)];
+}
+
 export async function measureCell(
   cell: Cell,
   round: number,
@@ -184,11 +203,13 @@ export async function measureCell(
     const port = await freePort();
     const program =
       cell.server === 'service'
-        ? path.join(context.serviceRoot, 'dist', 'src', 'main.js')
-        : path.join(
-            context.benchDir,
-            cell.server === 'node:http' ? 'bare-http.js' : 'bare-express.js',
-          );
+        ? serviceStartArgs(context.serviceRoot)
+        : [
+            path.join(
+              context.benchDir,
+              cell.server === 'node:http' ? 'bare-http.js' : 'bare-express.js',
+            ),
+          ];
     const nodeFlags =
       profile === undefined
         ? []
@@ -202,7 +223,7 @@ export async function measureCell(
     const logFile = path.join(context.dataDir, `${label}.log`);
     const server = await startServer({
       cpu: context.pinning.serverCpu,
-      args: [...nodeFlags, program],
+      args: [...nodeFlags, ...program],
       env: serverEnv({
         HOST: '127.0.0.1',
         PORT: String(port),
