@@ -4,8 +4,11 @@ import type { OpenApiDocument } from './openapi-document';
 
 type PathToRegexp = (path: unknown, options?: Record<string, unknown>) => unknown;
 
-/** The options path-to-regexp 8 reads whose values are plain data, so equal values compile alike. */
-const PLAIN_OPTIONS = new Set(['sensitive', 'strict', 'end', 'trailing', 'delimiter']);
+/** Options that hold `sensitive` and `strict` at most (the validator's), which path-to-regexp reads by truthiness. */
+function onlySensitiveStrict(options: Record<string, unknown> | undefined): boolean {
+  for (const name in options) if (name !== 'sensitive' && name !== 'strict') return false;
+  return true;
+}
 
 let memoized = false;
 
@@ -13,9 +16,9 @@ let memoized = false;
  * express-openapi-validator 5.6 looks a request's route up by compiling every route path with
  * path-to-regexp's `pathToRegexp` on every request (its `lookupRoute`; upstream pull request
  * "perf: cache route matchers", #1217, is still open). That compile was a twentieth of a request's
- * CPU here. `pathToRegexp` is a pure function of a string path and plain options, and the
- * validator only reads the result, so the validator's copy of it is memoized: once, for those
- * calls alone, leaving any other call (a token array, an `encodePath` function) uncached.
+ * CPU here. `pathToRegexp` is a pure function of a string path and its options, and the validator
+ * only reads the result, so the validator's copy of it is memoized for the calls the validator
+ * makes (a string path, `sensitive`/`strict` options); any other call is passed through uncached.
  */
 function memoizeRouteCompilation(): void {
   if (memoized) return;
@@ -25,24 +28,17 @@ function memoizeRouteCompilation(): void {
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- the copy the validator loads, found from its location
   const pathToRegexpModule = require(moduleFile) as { pathToRegexp: PathToRegexp };
   const compile = pathToRegexpModule.pathToRegexp;
-  const compiled = new Map<string, unknown>();
+  /** By path: the result for each of the four truth values of (sensitive, strict). */
+  const compiled = new Map<string, unknown[]>();
   pathToRegexpModule.pathToRegexp = (path, options) => {
-    let key = typeof path === 'string' ? path : undefined;
-    for (const name in options) {
-      if (key === undefined) break;
-      const value = options[name];
-      key =
-        PLAIN_OPTIONS.has(name) && typeof value !== 'object' && typeof value !== 'function'
-          ? `${key}\0${name}=${String(value)}`
-          : undefined;
+    if (typeof path !== 'string' || !onlySensitiveStrict(options)) return compile(path, options);
+    const variant = (options?.['sensitive'] ? 2 : 0) + (options?.['strict'] ? 1 : 0);
+    let results = compiled.get(path);
+    if (results === undefined) {
+      results = [];
+      compiled.set(path, results);
     }
-    if (key === undefined) return compile(path, options);
-    let result = compiled.get(key);
-    if (result === undefined) {
-      result = compile(path, options);
-      compiled.set(key, result);
-    }
-    return result;
+    return (results[variant] ??= compile(path, options));
   };
 }
 
