@@ -5,6 +5,7 @@ import pino from 'pino';
 import { createApp } from './app';
 import { ConfigError, parseConfig, type Config } from './config';
 import { loadOpenApiDocument } from './http/openapi-document';
+import { flushRequestLines } from './http/request-log';
 import { createLogger, type Logger } from './logger';
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
@@ -193,6 +194,7 @@ async function main(): Promise<number> {
 
 main().then(
   (code) => {
+    flushRequestLines();
     stdout.flushSync();
     process.exit(code);
   },
@@ -200,6 +202,7 @@ main().then(
     process.stderr.write(
       `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
     );
+    flushRequestLines();
     stdout.flushSync();
     process.exit(1);
   },

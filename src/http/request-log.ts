@@ -33,12 +33,22 @@ function jsonString(text: string): string {
   return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
 }
 
+/** Flushes of request lines still waiting for the end of this turn of the event loop. */
+const pendingFlushes = new Set<() => void>();
+
+/** Hands every request line still held back to its logger's stream; called before the process exits. */
+export function flushRequestLines(): void {
+  for (const flush of pendingFlushes) flush();
+}
+
 /**
  * Writes the request line pino would write for
  * `logger[level]({ reqId, operationId, req: { method, path }, res: { status }, latencyMs }, 'request')`,
  * byte for byte, with the logger's own stream, bindings, time format and message key; redaction is
  * skipped because the line holds no header, body or query. Serialising it through pino's generic
- * path (redaction included) was a tenth of a request's CPU.
+ * path (redaction included) was a tenth of a request's CPU. The lines of one turn of the event loop
+ * go to the stream in one write: a write per line cost a sixth of a request's CPU (README,
+ * "Performance"). `flushRequestLines` writes what is held back at once.
  */
 function requestLineWriter(logger: Logger) {
   const internals = logger as unknown as Record<symbol, unknown>;
@@ -47,6 +57,16 @@ function requestLineWriter(logger: Logger) {
   const bindings = internals[symbols.chindingsSym] as string;
   const time = internals[symbols.timeSym] as () => string;
   const message = `,${JSON.stringify(internals[symbols.messageKeySym])}:"request"}\n`;
+  let pending = '';
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    pendingFlushes.delete(flush);
+    if (pending === '') return;
+    const lines = pending;
+    pending = '';
+    stream.write(lines);
+  };
   const operationKeys = new Map<string | undefined, string>([[undefined, '']]);
   return (
     level: Level,
@@ -65,11 +85,15 @@ function requestLineWriter(logger: Logger) {
       operation = `,"operationId":${JSON.stringify(line.operationId)}`;
       operationKeys.set(line.operationId, operation);
     }
-    stream.write(
+    pending +=
       `{"level":${logger.levels.values[level]}${time()}${bindings},"reqId":${jsonString(line.reqId)}${operation}` +
-        `,"req":{"method":${jsonString(line.method)},"path":${jsonString(line.path)}}` +
-        `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}${message}`,
-    );
+      `,"req":{"method":${jsonString(line.method)},"path":${jsonString(line.path)}}` +
+      `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}${message}`;
+    if (!scheduled) {
+      scheduled = true;
+      pendingFlushes.add(flush);
+      setImmediate(flush);
+    }
   };
 }
 

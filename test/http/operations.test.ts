@@ -1,9 +1,9 @@
-import { once } from 'node:events';
+import { EventEmitter, once } from 'node:events';
 import net, { type AddressInfo } from 'node:net';
 import express from 'express';
 import request from 'supertest';
 import type { RateLimits } from '../../src/http/protections';
-import { createRequestLog } from '../../src/http/request-log';
+import { createRequestLog, flushRequestLines } from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import { buildTestApp, expectError, type TestApp } from '../support/test-app';
@@ -98,6 +98,7 @@ describe('request logs', () => {
     );
     await once(socket, 'close');
     server.close();
+    flushRequestLines();
     expect(raw).toHaveLength(1);
     const line = raw.pop()!;
     const written = JSON.parse(line) as { time: string; latencyMs: number };
@@ -118,6 +119,43 @@ describe('request logs', () => {
       jest.useRealTimers();
     }
     expect(raw).toEqual([line]);
+  });
+
+  it('writes the lines of one turn of the event loop together, or at once when flushed', async () => {
+    const writes: string[] = [];
+    const log = createRequestLog(
+      createLogger({ level: 'info', destination: { write: (chunk) => writes.push(chunk) } }),
+    );
+    /** Runs the middleware for a request that then finishes, as Node's response would say. */
+    const finishOne = (n: number) => {
+      const res = Object.assign(new EventEmitter(), {
+        statusCode: 204,
+        locals: {} as Record<string, unknown>,
+        setHeader: () => undefined,
+      });
+      log(
+        { method: 'DELETE', url: `/plants/${n}`, headers: {} } as never,
+        res as never,
+        () => undefined,
+      );
+      res.emit('finish');
+    };
+    finishOne(1);
+    finishOne(2);
+    finishOne(3);
+    expect(writes).toEqual([]);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(writes).toHaveLength(1);
+    expect(
+      writes[0]!
+        .trimEnd()
+        .split('\n')
+        .map((line) => JSON.parse(line).req.path),
+    ).toEqual(['/plants/1', '/plants/2', '/plants/3']);
+    finishOne(4);
+    flushRequestLines();
+    expect(writes).toHaveLength(2);
+    expect(writes[1]).toContain('"path":"/plants/4"');
   });
 
   it('never logs a token, the Authorization header, the query string or a body', async () => {

@@ -5,6 +5,7 @@ import type { Express } from 'express';
 import type { Response } from 'supertest';
 import { createApp, type AppDeps } from '../../src/app';
 import { loadOpenApiDocument } from '../../src/http/openapi-document';
+import { flushRequestLines } from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 
 /** One JSON log line. */
@@ -65,10 +66,14 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
   const logger = createLogger({
     level: 'info',
     destination: {
-      write(line: string) {
-        const entry = JSON.parse(line) as LogLine;
-        logs.push(entry);
-        if (entry.level >= 50) errors.push(line);
+      // A write may hold several lines (request lines of one event-loop turn go together).
+      write(chunk: string) {
+        for (const line of chunk.split('\n')) {
+          if (line === '') continue;
+          const entry = JSON.parse(line) as LogLine;
+          logs.push(entry);
+          if (entry.level >= 50) errors.push(line);
+        }
       },
     },
   });
@@ -96,8 +101,14 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
     token: secret,
     store,
     tokens,
-    errors,
-    logs,
+    get errors() {
+      flushRequestLines();
+      return errors;
+    },
+    get logs() {
+      flushRequestLines();
+      return logs;
+    },
     startShutdown() {
       shuttingDown = true;
     },
