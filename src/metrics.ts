@@ -76,20 +76,22 @@ export function createMetrics(): Metrics {
       res.type(registry.contentType).send(await registry.metrics());
     },
     instrumentStore(store) {
-      const timingOf = memoized((operation: string, outcome: 'ok' | 'error') => {
-        const histogram = storeLatency.labels({ operation, outcome });
-        return (seconds: number) => histogram.observe(seconds);
-      });
-      return wrapStoreMethods(store, async (operation, call) => {
-        const started = performance.now();
-        let outcome: 'ok' | 'error' = 'error';
-        try {
-          const result = await call();
-          outcome = 'ok';
-          return result;
-        } finally {
-          timingOf(operation, outcome)((performance.now() - started) / 1000);
-        }
+      return wrapStoreMethods(store, (operation, method) => {
+        const ok = storeLatency.labels({ operation, outcome: 'ok' });
+        const failed = storeLatency.labels({ operation, outcome: 'error' });
+        return (...args) => {
+          const started = performance.now();
+          return method(...args).then(
+            (result) => {
+              ok.observe((performance.now() - started) / 1000);
+              return result;
+            },
+            (error: unknown) => {
+              failed.observe((performance.now() - started) / 1000);
+              throw error;
+            },
+          );
+        };
       });
     },
   };

@@ -6,11 +6,13 @@ export function reportingUnavailable(
   store: PlantStore,
   isUnavailable: (error: unknown) => boolean,
 ): PlantStore {
-  return wrapStoreMethods(store, async (_name, call) => {
-    try {
-      return await call();
-    } catch (error) {
-      throw isUnavailable(error) ? new StoreUnavailableError({ cause: error }) : error;
-    }
-  });
+  const report = (error: unknown): never => {
+    throw isUnavailable(error) ? new StoreUnavailableError({ cause: error }) : error;
+  };
+  return wrapStoreMethods(
+    store,
+    (_name, method) =>
+      (...args) =>
+        method(...args).catch(report),
+  );
 }

@@ -1,15 +1,19 @@
 import type { PlantStore } from './plant-store';
 
-type StoreMethod = (...args: unknown[]) => Promise<unknown>;
+/** A store method, as the wrappers see it. */
+export type StoreMethod = (...args: unknown[]) => Promise<unknown>;
 
-/** The same store with every method run through `around`, which receives the method's name and a call of it. */
+/**
+ * The same store with every method replaced by `decorate(name, method)`. The decoration is made
+ * once per method, so whatever it needs per method (labels, handlers) is not rebuilt per call.
+ */
 export function wrapStoreMethods(
   store: PlantStore,
-  around: (name: string, call: () => Promise<unknown>) => Promise<unknown>,
+  decorate: (name: string, method: StoreMethod) => StoreMethod,
 ): PlantStore {
   const wrapped: Record<string, StoreMethod> = {};
   for (const [name, method] of Object.entries(store) as [string, StoreMethod][]) {
-    wrapped[name] = (...args) => around(name, () => method(...args));
+    wrapped[name] = decorate(name, method);
   }
   return wrapped as unknown as PlantStore;
 }
