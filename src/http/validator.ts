@@ -59,5 +59,7 @@ export function createValidator(
     validateSecurity: false,
     // The route gate has already answered 404/405; HEAD of a GET operation is not in the contract's paths.
     ignoreUndocumented: true,
+    // Only application/json bodies reach it (the body reader answers 415 to any other type).
+    fileUploader: false,
   }) as RequestHandler[];
 }
