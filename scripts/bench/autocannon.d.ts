@@ -32,6 +32,8 @@ declare module 'autocannon' {
     resets: number;
     mismatches: number;
     statusCodeStats: Record<string, { count: number }>;
+    /** Responses in the run, and their mean rate per second. */
+    requests: { total: number; average: number };
   }
 
   interface Instance extends EventEmitter, PromiseLike<Result> {

@@ -61,7 +61,7 @@ const OWNERS: readonly [RegExp, Component][] = [
     'body (media type, raw read, lossless JSON)',
   ],
   [
-    /\/node_modules\/(express-openapi-validator|ajv|ajv-formats|ajv-draft-04|json-schema-traverse|fast-deep-equal|fast-uri|lodash\.clonedeep|lodash\.get|ono|multer|@apidevtools)\//,
+    /\/src\/http\/validator\.|\/node_modules\/(express-openapi-validator|ajv|ajv-formats|ajv-draft-04|json-schema-traverse|fast-deep-equal|fast-uri|lodash\.clonedeep|lodash\.get|ono|multer|@apidevtools|path-to-regexp)\//,
     'validator (express-openapi-validator, ajv)',
   ],
   [/\/src\/http\/route-gate/, 'route gate'],
@@ -83,7 +83,7 @@ const OWNERS: readonly [RegExp, Component][] = [
     'response (res.json, headers, write)',
   ],
   [
-    /\/node_modules\/(express|router|finalhandler|is-promise)\/|\/src\/app\.|\/src\/main\./,
+    /\/node_modules\/(express|router|finalhandler|is-promise)\/|\/src\/app\.|\/src\/main\.|\/src\/http\/pipeline\./,
     'express (router, middleware chain)',
   ],
 ];
