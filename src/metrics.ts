@@ -56,8 +56,8 @@ export function createMetrics(): Metrics {
     registers: [registry],
   });
 
-  // One labelled child per series, made once: prom-client hashes a label object on every call
-  // otherwise. Bounded: operations, the methods Node accepts, and statuses are few.
+  // One labelled child per series, made once rather than a label object and a child per request.
+  // Bounded: operations, the methods Node accepts, and statuses are few.
   const seriesOf = memoized((operation: string, method: string, status: number) => {
     const labels = { operation, method, status: String(status) };
     const counter = requests.labels(labels);

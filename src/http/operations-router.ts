@@ -5,8 +5,8 @@ import { routedOperation } from './route-gate';
 
 /**
  * Calls the handler of the operation the route gate chose; throws at start when one is missing.
- * No second path match: the gate already matched the path and method, and the validator set the
- * path parameters (`req.params`).
+ * No second path match: the gate already matched the path and method and kept the raw path
+ * parameters (`pathParameter`).
  */
 export function createOperationsRouter(
   routes: readonly RouteInfo[],
