@@ -47,7 +47,7 @@ export function flushRequestLines(): void {
  * byte for byte, with the logger's own stream, bindings, time format and message key; redaction is
  * skipped because the line holds no header, body or query. Serialising it through pino's generic
  * path (redaction included) was a tenth of a request's CPU. The lines of one turn of the event loop
- * go to the stream in one write: a write per line cost a sixth of a request's CPU (README,
+ * go to the stream in one write (the stream batches writes further; see main.ts and README,
  * "Performance"). `flushRequestLines` writes what is held back at once.
  */
 function requestLineWriter(logger: Logger) {
