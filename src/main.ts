@@ -197,18 +197,16 @@ async function main(): Promise<number> {
   return supervise(config, logger, announce);
 }
 
-main().then(
-  (code) => {
-    flushRequestLines();
-    stdout.flushSync();
-    process.exit(code);
-  },
-  (error: unknown) => {
-    process.stderr.write(
-      `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
-    flushRequestLines();
-    stdout.flushSync();
-    process.exit(1);
-  },
-);
+/** Writes out every log line still held back, then ends the process. */
+function exit(code: number): never {
+  flushRequestLines();
+  stdout.flushSync();
+  process.exit(code);
+}
+
+main().then(exit, (error: unknown) => {
+  process.stderr.write(
+    `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+  exit(1);
+});

@@ -15,22 +15,6 @@ export interface Metrics {
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
-/** `make`, called once per distinct list of arguments. */
-function memoized<Parts extends (string | number)[], Value>(
-  make: (...parts: Parts) => Value,
-): (...parts: Parts) => Value {
-  const made = new Map<string, Value>();
-  return (...parts) => {
-    const key = parts.join(' ');
-    let value = made.get(key);
-    if (value === undefined) {
-      value = make(...parts);
-      made.set(key, value);
-    }
-    return value;
-  };
-}
-
 /** Prometheus metrics in a registry of their own (no global state), process metrics included. */
 export function createMetrics(): Metrics {
   const registry = new Registry();
@@ -58,19 +42,28 @@ export function createMetrics(): Metrics {
 
   // One labelled child per series, made once rather than a label object and a child per request.
   // Bounded: operations, the methods Node accepts, and statuses are few.
-  const seriesOf = memoized((operation: string, method: string, status: number) => {
-    const labels = { operation, method, status: String(status) };
-    const counter = requests.labels(labels);
-    const histogram = latency.labels(labels);
-    return { count: () => counter.inc(), observe: (seconds: number) => histogram.observe(seconds) };
-  });
+  type Series = {
+    counter: ReturnType<typeof requests.labels>;
+    histogram: ReturnType<typeof latency.labels>;
+  };
+  const series = new Map<string, Series>();
+  const seriesOf = (operation: string, method: string, status: number) => {
+    const key = `${operation} ${method} ${status}`;
+    let found = series.get(key);
+    if (found === undefined) {
+      const labels = { operation, method, status: String(status) };
+      found = { counter: requests.labels(labels), histogram: latency.labels(labels) };
+      series.set(key, found);
+    }
+    return found;
+  };
 
   return {
     record({ method, operationId, status, seconds }) {
       // Unrouted requests share one label, so a scan of random paths cannot grow the series.
-      const { count, observe } = seriesOf(operationId ?? 'none', method, status);
-      count();
-      observe(seconds);
+      const { counter, histogram } = seriesOf(operationId ?? 'none', method, status);
+      counter.inc();
+      histogram.observe(seconds);
     },
     async handler(_req, res) {
       res.type(registry.contentType).send(await registry.metrics());

@@ -1,12 +1,6 @@
 import createClient from 'openapi-fetch';
 import type { components, paths } from '../../generated/openapi';
-import {
-  cleanupChildren,
-  developmentTokens,
-  startServer,
-  tempSqlitePath,
-  type RunningServer,
-} from '../support/server-process';
+import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 import type { Same } from './support/spec';
 
 type PlantStoreError = components['schemas']['Error'];
@@ -15,8 +9,7 @@ let server: RunningServer;
 let token: string;
 
 beforeAll(async () => {
-  server = await startServer({ sqlitePath: tempSqlitePath() });
-  token = developmentTokens(server.output())[0]!;
+  ({ server, token } = await startWithToken());
 });
 
 afterAll(cleanupChildren);

@@ -1,9 +1,4 @@
-import {
-  cleanupChildren,
-  developmentTokens,
-  startServer,
-  tempSqlitePath,
-} from '../support/server-process';
+import { cleanupChildren, startWithToken } from '../support/server-process';
 import { startPrism, type RunningPrism } from './support/prism';
 
 /** One request; `token` says which Authorization header it carries. */
@@ -34,11 +29,12 @@ let validating: RunningPrism;
 let forwarding: RunningPrism;
 
 beforeAll(async () => {
-  const server = await startServer({ sqlitePath: tempSqlitePath() });
-  token = developmentTokens(server.output())[0]!;
+  const started = await startWithToken();
+  token = started.token;
+  const { baseUrl } = started.server;
   [validating, forwarding] = await Promise.all([
-    startPrism(server.baseUrl, { validateRequests: true }),
-    startPrism(server.baseUrl, { validateRequests: false }),
+    startPrism(baseUrl, { validateRequests: true }),
+    startPrism(baseUrl, { validateRequests: false }),
   ]);
 }, 60_000);
 

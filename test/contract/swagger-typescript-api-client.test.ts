@@ -1,13 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import ts from 'typescript';
-import {
-  cleanupChildren,
-  developmentTokens,
-  startServer,
-  tempSqlitePath,
-  type RunningServer,
-} from '../support/server-process';
+import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 import { Api, type HttpResponse, type Error as PlantStoreError } from './generated/plant-store-api';
 import type { Same } from './support/spec';
 
@@ -17,8 +11,7 @@ let server: RunningServer;
 let token: string;
 
 beforeAll(async () => {
-  server = await startServer({ sqlitePath: tempSqlitePath() });
-  token = developmentTokens(server.output())[0]!;
+  ({ server, token } = await startWithToken());
 });
 
 afterAll(cleanupChildren);

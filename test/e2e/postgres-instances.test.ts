@@ -5,6 +5,7 @@ import {
   developmentTokens,
   runTokenCli,
   startServer,
+  startWithToken,
   tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
@@ -15,23 +16,11 @@ afterEach(async () => {
   await schema?.drop();
 });
 
-function request(
-  server: RunningServer,
-  token: string,
-  method: string,
-  path: string,
-  body?: string,
-) {
-  return callApi(server.baseUrl, token, method, path, body);
-}
-
 /** Two server processes over one fresh schema; the first start prints the development token. */
 async function twoInstances(): Promise<{ a: RunningServer; b: RunningServer; token: string }> {
   schema = await createTestSchema();
   const env = { DATABASE_URL: schema.url };
-  const a = await startServer({ sqlitePath: tempSqlitePath(), env });
-  const [token] = developmentTokens(a.output());
-  if (token === undefined) throw new Error(`no development token printed:\n${a.output()}`);
+  const { server: a, token } = await startWithToken({ env });
   const b = await startServer({ sqlitePath: tempSqlitePath(), env });
   expect(developmentTokens(b.output())).toEqual([]);
   return { a, b, token };
@@ -40,7 +29,7 @@ async function twoInstances(): Promise<{ a: RunningServer; b: RunningServer; tok
 describeWithPostgres('several instances over one PostgreSQL database', () => {
   it('deletes through one instance a plant created through the other', async () => {
     const { a, b, token } = await twoInstances();
-    const created = await request(
+    const created = await callApi(
       a,
       token,
       'POST',
@@ -48,15 +37,15 @@ describeWithPostgres('several instances over one PostgreSQL database', () => {
       '{"id": 9223372036854775807, "name": "shared"}',
     );
     expect(created.status).toBe(200);
-    expect((await request(b, token, 'DELETE', '/plants/9223372036854775807')).status).toBe(204);
-    expect((await request(a, token, 'DELETE', '/plants/9223372036854775807')).status).toBe(404);
+    expect((await callApi(b, token, 'DELETE', '/plants/9223372036854775807')).status).toBe(204);
+    expect((await callApi(a, token, 'DELETE', '/plants/9223372036854775807')).status).toBe(404);
   });
 
   it('answers exactly one 200 to 50 concurrent creates of one id spread over both', async () => {
     const { a, b, token } = await twoInstances();
     const responses = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
-        request(i % 2 === 0 ? a : b, token, 'POST', '/plants', '{"id": 77, "name": "race"}'),
+        callApi(i % 2 === 0 ? a : b, token, 'POST', '/plants', '{"id": 77, "name": "race"}'),
       ),
     );
     const statuses = responses.map((res) => res.status).sort();
@@ -69,13 +58,13 @@ describeWithPostgres('several instances over one PostgreSQL database', () => {
     const created = await runTokenCli(['create', '--name', 'shared'], { DATABASE_URL: schema.url });
     expect(created.code).toBe(0);
     const [, id, secret] = /^Created token (\S+) .*\n(plnt_\S+)\n$/.exec(created.stdout) ?? [];
-    expect((await request(a, secret!, 'POST', '/plants', '{"id": 1, "name": "a"}')).status).toBe(
+    expect((await callApi(a, secret!, 'POST', '/plants', '{"id": 1, "name": "a"}')).status).toBe(
       200,
     );
-    expect((await request(b, secret!, 'DELETE', '/plants/1')).status).toBe(204);
+    expect((await callApi(b, secret!, 'DELETE', '/plants/1')).status).toBe(204);
     expect((await runTokenCli(['revoke', id!], { DATABASE_URL: schema.url })).code).toBe(0);
-    expect((await request(a, secret!, 'DELETE', '/plants/1')).status).toBe(401);
-    expect((await request(b, secret!, 'DELETE', '/plants/1')).status).toBe(401);
+    expect((await callApi(a, secret!, 'DELETE', '/plants/1')).status).toBe(401);
+    expect((await callApi(b, secret!, 'DELETE', '/plants/1')).status).toBe(401);
   });
 
   it('serves from several worker processes with WORKERS=2 and stops them all on SIGTERM', async () => {
@@ -92,7 +81,7 @@ describeWithPostgres('several instances over one PostgreSQL database', () => {
     expect(listening()).toBe(2);
     const responses = await Promise.all(
       Array.from({ length: 50 }, () =>
-        request(server, token!, 'POST', '/plants', '{"id": 5, "name": "race"}'),
+        callApi(server, token!, 'POST', '/plants', '{"id": 5, "name": "race"}'),
       ),
     );
     expect(responses.map((res) => res.status).filter((s) => s === 200)).toHaveLength(1);

@@ -7,9 +7,7 @@ import {
 import {
   callApi,
   cleanupChildren,
-  developmentTokens,
-  startServer,
-  tempSqlitePath,
+  startWithToken,
   type RunningServer,
 } from '../support/server-process';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
@@ -30,11 +28,9 @@ beforeEach(async () => {
   );
   const url = new URL(schema.url);
   url.host = `127.0.0.1:${proxy.port}`;
-  server = await startServer({
-    sqlitePath: tempSqlitePath(),
+  ({ server, token } = await startWithToken({
     env: { DATABASE_URL: url.toString(), PG_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS) },
-  });
-  token = developmentTokens(server.output())[0]!;
+  }));
 });
 afterEach(async () => {
   await cleanupChildren();
@@ -44,7 +40,7 @@ afterEach(async () => {
 
 async function timed(method: string, path: string, body?: string) {
   const started = performance.now();
-  const res = await callApi(server.baseUrl, token, method, path, body);
+  const res = await callApi(server, token, method, path, body);
   return { res, body: await res.text(), ms: performance.now() - started };
 }
 

@@ -1,19 +1,12 @@
 import { rawExchange } from '../reliability/support/raw';
-import {
-  cleanupChildren,
-  developmentTokens,
-  startServer,
-  tempSqlitePath,
-  type RunningServer,
-} from '../support/server-process';
+import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 
 let server: RunningServer;
 let token: string;
 let target: { host: string; port: number };
 
 beforeAll(async () => {
-  server = await startServer({ sqlitePath: tempSqlitePath(), env: { HEADERS_TIMEOUT_MS: '1000' } });
-  token = developmentTokens(server.output())[0]!;
+  ({ server, token } = await startWithToken({ env: { HEADERS_TIMEOUT_MS: '1000' } }));
   const url = new URL(server.baseUrl);
   target = { host: url.hostname, port: Number(url.port) };
 });

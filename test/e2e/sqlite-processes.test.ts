@@ -1,45 +1,32 @@
 import {
   callApi,
   cleanupChildren,
-  developmentTokens,
   startServer,
+  startWithToken,
   tempSqlitePath,
-  type RunningServer,
 } from '../support/server-process';
 
 afterEach(cleanupChildren);
 
-function request(
-  server: RunningServer,
-  token: string,
-  method: string,
-  path: string,
-  body?: string,
-) {
-  return callApi(server.baseUrl, token, method, path, body);
-}
-
 describe('several processes over one SQLite file (WAL mode)', () => {
   it('deletes through one process a plant created through the other', async () => {
     const sqlitePath = tempSqlitePath();
-    const a = await startServer({ sqlitePath });
-    const token = developmentTokens(a.output())[0]!;
+    const { server: a, token } = await startWithToken({ sqlitePath });
     const b = await startServer({ sqlitePath });
-    expect((await request(a, token, 'POST', '/plants', '{"id": 1, "name": "shared"}')).status).toBe(
+    expect((await callApi(a, token, 'POST', '/plants', '{"id": 1, "name": "shared"}')).status).toBe(
       200,
     );
-    expect((await request(b, token, 'DELETE', '/plants/1')).status).toBe(204);
-    expect((await request(a, token, 'DELETE', '/plants/1')).status).toBe(404);
+    expect((await callApi(b, token, 'DELETE', '/plants/1')).status).toBe(204);
+    expect((await callApi(a, token, 'DELETE', '/plants/1')).status).toBe(404);
   });
 
   it('answers exactly one 200 to 50 concurrent creates of one id spread over two processes', async () => {
     const sqlitePath = tempSqlitePath();
-    const a = await startServer({ sqlitePath });
-    const token = developmentTokens(a.output())[0]!;
+    const { server: a, token } = await startWithToken({ sqlitePath });
     const b = await startServer({ sqlitePath });
     const responses = await Promise.all(
       Array.from({ length: 50 }, (_, i) =>
-        request(i % 2 === 0 ? a : b, token, 'POST', '/plants', '{"id": 9, "name": "race"}'),
+        callApi(i % 2 === 0 ? a : b, token, 'POST', '/plants', '{"id": 9, "name": "race"}'),
       ),
     );
     const statuses = responses.map((res) => res.status);
@@ -49,8 +36,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
 
   it('serves from two workers with WORKERS=2, keeps acknowledged writes, and exits 0 on SIGTERM', async () => {
     const sqlitePath = tempSqlitePath();
-    const server = await startServer({ sqlitePath, env: { WORKERS: '2' } });
-    const token = developmentTokens(server.output())[0]!;
+    const { server, token } = await startWithToken({ sqlitePath, env: { WORKERS: '2' } });
     const workers = () =>
       new Set(server.stdout().match(/"pid":\d+[^\n]*"message":"worker listening"/g)).size;
     for (const deadline = Date.now() + 10_000; workers() < 2 && Date.now() < deadline;) {
@@ -59,7 +45,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     expect(workers()).toBe(2);
     const created = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
-        request(server, token, 'POST', '/plants', `{"id": ${i}, "name": "p"}`),
+        callApi(server, token, 'POST', '/plants', `{"id": ${i}, "name": "p"}`),
       ),
     );
     expect(created.map((res) => res.status)).toEqual(Array(40).fill(200));
@@ -67,7 +53,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
 
     const again = await startServer({ sqlitePath });
     const deleted = await Promise.all(
-      Array.from({ length: 40 }, (_, i) => request(again, token, 'DELETE', `/plants/${i}`)),
+      Array.from({ length: 40 }, (_, i) => callApi(again, token, 'DELETE', `/plants/${i}`)),
     );
     expect(deleted.map((res) => res.status)).toEqual(Array(40).fill(204));
   });

@@ -198,6 +198,20 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   };
 }
 
+/**
+ * Starts the server (on a fresh temporary SQLite file unless `sqlitePath` says otherwise) and
+ * returns it with the development token it printed on its first start.
+ */
+export async function startWithToken(
+  options: Partial<ServerOptions> = {},
+): Promise<{ server: RunningServer; token: string }> {
+  const server = await startServer({ sqlitePath: tempSqlitePath(), ...options });
+  const token = developmentTokens(server.output())[0];
+  if (token === undefined)
+    throw new Error(`The server printed no development token:\n${server.output()}`);
+  return { server, token };
+}
+
 export interface Finished {
   readonly code: number | null;
   readonly signal: NodeJS.Signals | null;
@@ -296,13 +310,13 @@ process.once('exit', () => {
 
 /** One request to a running server with a bearer token and, when given, a raw JSON body. */
 export function callApi(
-  baseUrl: string,
+  server: Pick<RunningServer, 'baseUrl'>,
   token: string,
   method: string,
   path: string,
   body?: string,
 ): Promise<Response> {
-  return fetch(`${baseUrl}${path}`, {
+  return fetch(`${server.baseUrl}${path}`, {
     method,
     headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
     ...(body === undefined ? {} : { body }),
