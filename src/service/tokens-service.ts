@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { PlantStore, TokenRecord } from '../store/plant-store';
+import { VerifiedTokens } from './verified-tokens';
 
 /** Every secret starts with this, so that secret scanners can recognise a leaked token. */
 export const TOKEN_PREFIX = 'plnt_';
@@ -7,6 +8,8 @@ const SECRET_BYTES = 32;
 const MAX_NAME_LENGTH = 100;
 /** last_used_at is written at most once per token in this interval, to keep writes off the hot path. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
+/** How many verified tokens a process keeps in memory (see createTokensService). */
+export const VERIFIED_TOKENS_CAPACITY = 10_000;
 
 export interface IssuedToken {
   readonly id: string;
@@ -37,7 +40,26 @@ function hashSecret(secret: string): string {
   return createHash('sha256').update(secret, 'utf8').digest('hex');
 }
 
-/** Token lifecycle over a store: random 256-bit secrets, stored only as SHA-256 hashes. */
+function dueForTouch(lastUsedAt: Date | undefined, at: Date): boolean {
+  return (
+    lastUsedAt === undefined || at.getTime() - lastUsedAt.getTime() >= LAST_USED_GRANULARITY_MS
+  );
+}
+
+interface VerifiedToken {
+  readonly principal: Principal;
+  readonly lastUsedAt: Date | undefined;
+}
+
+/**
+ * Token lifecycle over a store: random 256-bit secrets, stored only as SHA-256 hashes.
+ *
+ * When the store has a token change watch (SQLite), verify() keeps the tokens it found active in
+ * memory, by hash, and answers from there until any token changes anywhere (a revocation by this
+ * process, by the CLI or by another process), so a revocation still takes effect on the next
+ * request; once per LAST_USED_GRANULARITY_MS a token is read again to record its use. Stores
+ * without a watch (PostgreSQL) are asked on every request.
+ */
 export function createTokensService({
   store,
   now = () => new Date(),
@@ -45,6 +67,10 @@ export function createTokensService({
   store: PlantStore;
   now?: () => Date;
 }): TokensService {
+  const verified =
+    store.tokenChanges === undefined
+      ? undefined
+      : new VerifiedTokens<VerifiedToken>(store.tokenChanges, VERIFIED_TOKENS_CAPACITY);
   return {
     async issue(name) {
       const trimmed = name.trim();
@@ -58,16 +84,21 @@ export function createTokensService({
     },
     async verify(secret) {
       if (!secret.startsWith(TOKEN_PREFIX)) return undefined;
-      const token = await store.findActiveToken(hashSecret(secret));
-      if (token === undefined) return undefined;
+      const hash = hashSecret(secret);
       const at = now();
-      if (
-        token.lastUsedAt === undefined ||
-        at.getTime() - token.lastUsedAt.getTime() >= LAST_USED_GRANULARITY_MS
-      ) {
+      const cached = verified?.get(hash);
+      if (cached !== undefined && !dueForTouch(cached.lastUsedAt, at)) return cached.principal;
+      const readAt = verified?.current();
+      const token = await store.findActiveToken(hash);
+      if (token === undefined) return undefined;
+      let lastUsedAt = token.lastUsedAt;
+      if (dueForTouch(lastUsedAt, at)) {
         await store.touchToken(token.id, at);
+        lastUsedAt = at;
       }
-      return { tokenId: token.id, tokenName: token.name };
+      const principal = Object.freeze({ tokenId: token.id, tokenName: token.name });
+      if (readAt !== undefined) verified?.set(hash, { principal, lastUsedAt }, readAt);
+      return principal;
     },
     list: () => store.listTokens(),
     revoke: (id) => store.revokeToken(id, now()),

@@ -28,6 +28,15 @@ export interface TokenRecord {
   readonly revokedAt?: Date;
 }
 
+/** Tells a cache of token look-ups when what it holds may have gone stale. */
+export interface TokenChangeWatch {
+  /**
+   * A number that differs from every earlier result once a token may have been added, revoked or
+   * removed since, by this process or any other. Synchronous and cheap: it is read per request.
+   */
+  version(): number;
+}
+
 /**
  * The storage behind the service. Each method is one unit of work; absence is reported in the
  * return value, never as an exception, and the service decides whether it is an error.
@@ -53,6 +62,11 @@ export interface PlantStore {
   ping(): Promise<void>;
   /** Releases the store's resources; no method may be called afterwards. */
   close(): Promise<void>;
+  /**
+   * Present when the store learns at once, and cheaply, of every change to its tokens; look-ups
+   * of tokens are cached only then (see createTokensService).
+   */
+  readonly tokenChanges?: TokenChangeWatch;
 }
 
 /** The store cannot answer now (unreachable, restarting, overloaded); the request may be retried. */

@@ -4,16 +4,17 @@ import type { PlantStore } from './plant-store';
 export type StoreMethod = (...args: unknown[]) => Promise<unknown>;
 
 /**
- * The same store with every method replaced by `decorate(name, method)`. The decoration is made
- * once per method, so whatever it needs per method (labels, handlers) is not rebuilt per call.
+ * The same store with every method replaced by `decorate(name, method)`, and its other members
+ * (the token change watch) as they are. The decoration is made once per method, so whatever it
+ * needs per method (labels, handlers) is not rebuilt per call.
  */
 export function wrapStoreMethods(
   store: PlantStore,
   decorate: (name: string, method: StoreMethod) => StoreMethod,
 ): PlantStore {
-  const wrapped: Record<string, StoreMethod> = {};
-  for (const [name, method] of Object.entries(store) as [string, StoreMethod][]) {
-    wrapped[name] = decorate(name, method);
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, member] of Object.entries(store) as [string, unknown][]) {
+    wrapped[name] = typeof member === 'function' ? decorate(name, member as StoreMethod) : member;
   }
   return wrapped as unknown as PlantStore;
 }

@@ -10,6 +10,7 @@ import {
 } from '../../src/service/tokens-service';
 import type { PlantStore } from '../../src/store/plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
+import { wrapStoreMethods } from '../../src/store/wrap-store';
 
 const START = Date.parse('2024-03-01T10:20:30.123Z');
 const SECRET = /^plnt_[A-Za-z0-9_-]{43}$/;
@@ -167,6 +168,88 @@ describe('createTokensService', () => {
       expect(await tokens.revoke(id)).toBe(true);
 
       expect(await tokens.verify(secret)).toBeUndefined();
+    });
+
+    describe('the tokens it found active, kept in memory', () => {
+      let lookups: number;
+
+      /** The same store, counting the token look-ups that reach it. */
+      function counting(inner: PlantStore): PlantStore {
+        return wrapStoreMethods(inner, (name, method) => (...args) => {
+          if (name === 'findActiveToken') lookups++;
+          return method(...args);
+        });
+      }
+
+      beforeEach(() => {
+        lookups = 0;
+      });
+
+      it('answers a token again without reading the store, until a token changes', async () => {
+        const counted = createTokensService({ store: counting(store), now: () => new Date(nowMs) });
+        const { id, secret } = await counted.issue('laptop');
+        const principal = { tokenId: id, tokenName: 'laptop' };
+
+        expect(await counted.verify(secret)).toStrictEqual(principal);
+        expect(await counted.verify(secret)).toStrictEqual(principal);
+        expect(await counted.verify(secret)).toStrictEqual(principal);
+        expect(lookups).toBe(1);
+
+        await counted.issue('phone');
+        expect(await counted.verify(secret)).toStrictEqual(principal);
+        expect(lookups).toBe(2);
+      });
+
+      it('reads the store on every call when the store has no token watch', async () => {
+        const { tokenChanges, ...unwatched } = store;
+        expect(tokenChanges).toBeDefined();
+        const counted = createTokensService({
+          store: counting(unwatched),
+          now: () => new Date(nowMs),
+        });
+        const { secret } = await counted.issue('laptop');
+
+        await counted.verify(secret);
+        await counted.verify(secret);
+
+        expect(lookups).toBe(2);
+      });
+
+      it('does not keep unknown secrets: each one is looked up', async () => {
+        const counted = createTokensService({ store: counting(store), now: () => new Date(nowMs) });
+        await counted.issue('laptop');
+        const unknown = `plnt_${'A'.repeat(43)}`;
+
+        expect(await counted.verify(unknown)).toBeUndefined();
+        expect(await counted.verify(unknown)).toBeUndefined();
+        expect(lookups).toBe(2);
+      });
+
+      it('returns undefined on the very next call after another connection revokes the token', async () => {
+        const { id, secret } = await tokens.issue('laptop');
+        expect(await tokens.verify(secret)).toStrictEqual({ tokenId: id, tokenName: 'laptop' });
+        const other = new Database(file);
+        readers.push(other);
+
+        other.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ?').run(nowMs, id);
+
+        expect(await tokens.verify(secret)).toBeUndefined();
+      });
+
+      it('returns undefined on the very next call after another store on the file revokes it', async () => {
+        const { id, secret } = await tokens.issue('laptop');
+        expect(await tokens.verify(secret)).toStrictEqual({ tokenId: id, tokenName: 'laptop' });
+        const second = openSqlitePlantStore({
+          path: file,
+          synchronous: 'FULL',
+          busyTimeoutMs: 1000,
+        });
+
+        expect(await createTokensService({ store: second }).revoke(id)).toBe(true);
+        await second.close();
+
+        expect(await tokens.verify(secret)).toBeUndefined();
+      });
     });
 
     it('sets lastUsedAt on first use, then updates it at most once per LAST_USED_GRANULARITY_MS', async () => {

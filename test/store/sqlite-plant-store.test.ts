@@ -226,6 +226,65 @@ describe('openSqlitePlantStore', () => {
       expect(await first.countActiveTokens()).toBe(0);
     });
   });
+
+  describe('tokenChanges', () => {
+    const token = {
+      id: '0123456789ab',
+      name: 'laptop',
+      hash: 'a'.repeat(64),
+      createdAt: new Date('2024-03-01T10:20:30.123Z'),
+    };
+
+    function version(store: PlantStore): number {
+      if (store.tokenChanges === undefined) throw new Error('the SQLite store has a token watch');
+      return store.tokenChanges.version();
+    }
+
+    it('keeps its version while nothing changes, and through its own plant and touch writes', async () => {
+      const store = open();
+      await store.insertToken(token);
+      const before = version(store);
+
+      expect(version(store)).toBe(before);
+      await store.createPlant({ id: 1n, name: 'Monstera' });
+      await store.deletePlant(1n);
+      await store.touchToken(token.id, new Date());
+      expect(await store.findActiveToken(token.hash)).toBeDefined();
+
+      expect(version(store)).toBe(before);
+    });
+
+    it('moves when the store itself inserts or revokes a token', async () => {
+      const store = open();
+      const initial = version(store);
+
+      await store.insertToken(token);
+      const inserted = version(store);
+      await store.revokeToken(token.id, new Date());
+      const revoked = version(store);
+
+      expect(inserted).not.toBe(initial);
+      expect(revoked).not.toBe(inserted);
+    });
+
+    it('moves when another connection commits, and only then', async () => {
+      const store = open();
+      await store.insertToken(token);
+      const other = new Database(file);
+      readers.push(other);
+      const before = version(store);
+
+      other.prepare('SELECT COUNT(*) FROM tokens').get();
+      const afterRead = version(store);
+      other.prepare('UPDATE tokens SET revoked_at = 1 WHERE id = ?').run(token.id);
+      const afterCommit = version(store);
+
+      expect(afterRead).toBe(before);
+      expect(afterCommit).not.toBe(before);
+      expect(version(store)).toBe(afterCommit);
+      expect(await store.findActiveToken(token.hash)).toBeUndefined();
+    });
+  });
 });
 
 describe('a SQLite file shared with another process', () => {

@@ -93,7 +93,17 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
     .prepare('SELECT COUNT(*) FROM tokens WHERE revoked_at IS NULL')
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
+  const dataVersion = db.prepare('PRAGMA data_version').pluck();
   const { write, flush } = createGroupCommit(db);
+  // The token change watch: data_version moves when another connection (another process, the token
+  // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
+  let seenDataVersion = dataVersion.get() as number;
+  let tokenEpoch = 0;
+  const changingTokens = <T>(run: () => T) =>
+    write(() => {
+      tokenEpoch++;
+      return run();
+    });
 
   return reportingUnavailable(
     {
@@ -110,7 +120,9 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
         return (await write(() => deletePlant.run(id))).changes === 1;
       },
       async insertToken(token: NewToken) {
-        await write(() => insertToken.run({ ...token, createdAt: token.createdAt.getTime() }));
+        await changingTokens(() =>
+          insertToken.run({ ...token, createdAt: token.createdAt.getTime() }),
+        );
       },
       async findActiveToken(hash) {
         const row = findActiveToken.get(hash) as TokenRow | undefined;
@@ -123,7 +135,7 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
         return (listTokens.all() as TokenRow[]).map(tokenRowToRecord);
       },
       async revokeToken(id, at) {
-        return (await write(() => revokeToken.run(at.getTime(), id))).changes === 1;
+        return (await changingTokens(() => revokeToken.run(at.getTime(), id))).changes === 1;
       },
       async countActiveTokens() {
         return countActiveTokens.get() as number;
@@ -134,6 +146,16 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
       async close() {
         flush();
         db.close();
+      },
+      tokenChanges: {
+        version() {
+          const current = dataVersion.get() as number;
+          if (current !== seenDataVersion) {
+            seenDataVersion = current;
+            tokenEpoch++;
+          }
+          return tokenEpoch;
+        },
       },
     },
     isBusy,
