@@ -44,3 +44,35 @@ describe('the validator route lookup', () => {
     expect(pathToRegexp('/plants/:id', options)).not.toBe(pathToRegexp('/plants/:id', options));
   });
 });
+
+/**
+ * The service starts its validator without re-checking the contract against the OpenAPI schema
+ * (a fifth of start-up); the contract is checked here instead, with the validator's own checker.
+ */
+describe('the contract, as express-openapi-validator checks an API document', () => {
+  type Checker = new (options: { version: string; validateApiSpec: boolean }) => {
+    validate(document: unknown): { errors: unknown[] };
+  };
+
+  function checker(): InstanceType<Checker> {
+    const entry = require.resolve('express-openapi-validator');
+    const file = path.join(path.dirname(entry), 'framework', 'openapi.schema.validator.js');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the validator's own document check
+    const { OpenAPISchemaValidator } = require(file) as { OpenAPISchemaValidator: Checker };
+    const { spec } = loadOpenApiDocument(SPEC_PATH);
+    return new OpenAPISchemaValidator({ version: String(spec['openapi']), validateApiSpec: true });
+  }
+
+  it('finds no error in openapi.yaml', () => {
+    expect(checker().validate(loadOpenApiDocument(SPEC_PATH).spec).errors).toStrictEqual([]);
+  });
+
+  it('finds the error in a copy whose operationId is a number', () => {
+    const spec = structuredClone(loadOpenApiDocument(SPEC_PATH).spec) as {
+      paths: Record<string, Record<string, Record<string, unknown>>>;
+    };
+    spec.paths['/plants']!['post']!['operationId'] = 5;
+
+    expect(checker().validate(spec).errors).not.toStrictEqual([]);
+  });
+});
