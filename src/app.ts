@@ -3,6 +3,7 @@ import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
 import { createJsonBody } from './http/json-body';
+import { presetMessageFields } from './http/message-shape';
 import type { OpenApiDocument } from './http/openapi-document';
 import { createOperationsRouter } from './http/operations-router';
 import { pipeline } from './http/pipeline';
@@ -60,6 +61,7 @@ export function createApp(deps: AppDeps): Express {
   app.set('case sensitive routing', true);
   app.set('strict routing', true);
   app.set('trust proxy', deps.trustProxyHops);
+  presetMessageFields(app);
   const { limits } = deps;
   const authFailures = authFailureLimit({
     limit: limits.authFailures,
