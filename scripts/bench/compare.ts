@@ -29,7 +29,8 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --env-a K=V,...   variables for A only (e.g. SQLITE_SYNCHRONOUS=NORMAL)
   --env-b K=V,...   variables for B only
   --slices N        measured slices (default 8), each --seconds long (default 3)
-  --connections N   connections to each server (default 25)`;
+  --connections N   connections to each server (default 25)
+  --rows N          plants stored in each store before the run (default 0)`;
 
 function variables(list: string | undefined): Record<string, string> {
   const pairs = (list ?? '').split(',').filter((pair) => pair !== '');
@@ -49,6 +50,7 @@ async function main(): Promise<void> {
       slices: { type: 'string' },
       seconds: { type: 'string' },
       connections: { type: 'string' },
+      rows: { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -65,6 +67,7 @@ async function main(): Promise<void> {
   const slices = Number(values.slices ?? 8);
   const seconds = Number(values.seconds ?? 3);
   const connections = Number(values.connections ?? 25);
+  const rows = Number(values.rows ?? 0);
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
   const dataDir = path.join(roots[1]!, 'data', 'bench', 'stores');
@@ -78,7 +81,7 @@ async function main(): Promise<void> {
         dataDir,
         postgresUrl: '',
         label: `compare-${'ab'[i]}`,
-        rows: 0,
+        rows,
         idOrder: 'scattered',
       });
       stores.push(store);
