@@ -89,3 +89,99 @@ describe('group commit in the SQLite store', () => {
     expect(observer.prepare('SELECT name FROM plants WHERE id = 3').pluck().get()).toBe('queued');
   });
 });
+
+/**
+ * synchronous=FULL is kept by the store: each commit's WAL is synced with fdatasync on libuv's
+ * thread pool before its writes are answered. The spy calls the real fdatasync; it only records
+ * when the sync started and ended, or, for the failure test, answers an I/O error.
+ */
+describe('the WAL sync of synchronous=FULL', () => {
+  let syncs: { rowsAtStart: number; done: boolean }[];
+  let spy: jest.SpiedFunction<typeof fs.fdatasync>;
+  const realFdatasync = fs.fdatasync;
+
+  function rows(): number {
+    return observer.prepare('SELECT COUNT(*) FROM plants').pluck().get() as number;
+  }
+
+  beforeEach(() => {
+    syncs = [];
+    spy = jest.spyOn(fs, 'fdatasync').mockImplementation(((fd, callback) => {
+      const sync = { rowsAtStart: rows(), done: false };
+      syncs.push(sync);
+      realFdatasync(fd, (error) => {
+        sync.done = true;
+        callback(error);
+      });
+    }) as typeof fs.fdatasync);
+  });
+  afterEach(() => spy.mockRestore());
+
+  it('answers a write only after a sync that began once its commit was visible', async () => {
+    const created = await store.createPlant({ id: 1n, name: 'Monstera' });
+
+    expect(created).toEqual({ name: 'Monstera' });
+    expect(syncs).toHaveLength(1);
+    expect(syncs[0]).toEqual({ rowsAtStart: 1, done: true });
+  });
+
+  it('lets the writes that arrive during a sync wait for it, then commits them together', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    spy.mockImplementationOnce(((fd, callback) => {
+      syncs.push({ rowsAtStart: rows(), done: false });
+      void held.then(() => realFdatasync(fd, callback));
+    }) as typeof fs.fdatasync);
+    const first = store.createPlant({ id: 1n, name: 'first' });
+    const later: Promise<unknown>[] = [];
+    for (let i = 2; i <= 5; i++) {
+      // Each in a turn of its own: without a sync in flight, each would be a commit of its own.
+      await new Promise((resolve) => setImmediate(resolve));
+      later.push(store.createPlant({ id: BigInt(i), name: `p${i}` }));
+    }
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(rows()).toBe(1);
+
+    release();
+    await Promise.all([first, ...later]);
+
+    expect(syncs.map((sync) => sync.rowsAtStart)).toEqual([1, 5]);
+  });
+
+  it('fails every write of a commit whose sync fails', async () => {
+    spy.mockImplementation(((_fd, callback) => {
+      callback(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    }) as typeof fs.fdatasync);
+
+    const outcomes = await Promise.allSettled([
+      store.createPlant({ id: 1n, name: 'a' }),
+      store.createPlant({ id: 2n, name: 'b' }),
+    ]);
+
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
+    expect((outcomes[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'EIO' });
+  });
+
+  it('waits for a sync in flight before closing', async () => {
+    const pending = store.createPlant({ id: 3n, name: 'queued' });
+    await new Promise((resolve) => setImmediate(resolve));
+
+    await store.close();
+
+    expect(syncs.every((sync) => sync.done)).toBe(true);
+    expect(await pending).toEqual({ name: 'queued' });
+  });
+
+  it('does not sync by itself under synchronous=NORMAL', async () => {
+    const normal = openSqlitePlantStore({
+      path: path.join(dir, 'normal.sqlite'),
+      synchronous: 'NORMAL',
+      busyTimeoutMs: 50,
+    });
+
+    await normal.createPlant({ id: 1n, name: 'Monstera' });
+    await normal.close();
+
+    expect(syncs).toHaveLength(0);
+  });
+});

@@ -3,7 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
-import { createGroupCommit } from './group-commit';
+import { createGroupCommit, type SyncAfterCommit } from './group-commit';
 import { sqliteMigrations } from './migrations';
 
 /** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
@@ -58,7 +58,9 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
   const db = new Database(options.path);
   try {
     db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.synchronous}`);
+    // FULL is kept by the store itself: the connection syncs at checkpoints only (NORMAL), and
+    // each group commit syncs the WAL off the event loop before its writes are answered.
+    db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
     // 32 MiB of page cache (the default is 2 MiB): with a million plants, random ids still find
     // the B-tree's inner pages in memory, so inserts stay as fast as on an empty store.
@@ -68,11 +70,28 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.close();
     throw error;
   }
-  return createSqlitePlantStore(db);
+  return createSqlitePlantStore(db, options.synchronous === 'FULL' ? walSync(db) : undefined);
+}
+
+/**
+ * synchronous=FULL, off the event loop: an fdatasync of the WAL file on libuv's thread pool after
+ * each group commit. SQLite's FULL does the same sync inside the commit, holding the event loop
+ * for it. Every answered write is then on disk, as with FULL; a write is visible to other requests
+ * before its sync completes, but anything they answer goes through a later commit whose own sync
+ * covers it.
+ */
+function walSync(db: Database.Database): SyncAfterCommit & { close(): void } {
+  // The WAL exists from the first transaction on (migrate) until the last connection closes.
+  const fd = fs.openSync(`${db.name}-wal`, 'r');
+  const sync: SyncAfterCommit = (done) => fs.fdatasync(fd, done);
+  return Object.assign(sync, { close: () => fs.closeSync(fd) });
 }
 
 /** The PlantStore over an open, migrated better-sqlite3 database; writes are group-committed. */
-export function createSqlitePlantStore(db: Database.Database): PlantStore {
+export function createSqlitePlantStore(
+  db: Database.Database,
+  sync?: SyncAfterCommit & { close(): void },
+): PlantStore {
   const insertPlant = db.prepare(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',
   );
@@ -94,7 +113,7 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  const { write, flush } = createGroupCommit(db);
+  const { write, settle } = createGroupCommit(db, sync);
   // The token change watch: data_version moves when another connection (another process, the token
   // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
   let seenDataVersion = dataVersion.get() as number;
@@ -144,8 +163,9 @@ export function createSqlitePlantStore(db: Database.Database): PlantStore {
         ping.get();
       },
       async close() {
-        flush();
+        await settle();
         db.close();
+        sync?.close();
       },
       tokenChanges: {
         version() {
