@@ -16,6 +16,8 @@ import type { PlantStore } from './store/plant-store';
 
 /** The contract ships at the project root, two levels above dist/src/. */
 const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
+/** Written by `npm run build` (scripts/build-contract-cache.ts). */
+const CONTRACT_CACHE_PATH = path.resolve(__dirname, '..', 'contract-cache.json');
 
 /** A worker stops only when the primary says so, not on the terminal's Ctrl-C sent to the whole group. */
 const STOP_SIGNALS: readonly NodeJS.Signals[] = cluster.isWorker
@@ -85,7 +87,7 @@ function serve(
   const store = metrics?.instrumentStore(openedStore) ?? openedStore;
   let shuttingDown = false;
   const app = createApp({
-    document: loadOpenApiDocument(SPEC_PATH),
+    document: loadOpenApiDocument(SPEC_PATH, CONTRACT_CACHE_PATH),
     plants: createPlantsService({ store }),
     tokens: createTokensService({ store }),
     readiness: { checkStore: () => store.ping(), isShuttingDown: () => shuttingDown },

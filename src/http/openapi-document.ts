@@ -1,5 +1,6 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
-import YAML from 'yaml';
+import type * as Yaml from 'yaml';
 
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'options', 'head', 'patch', 'trace'] as const;
 
@@ -74,20 +75,53 @@ function readRoutes(spec: Record<string, unknown>): RouteInfo[] {
   });
 }
 
-/** The same value with every bigint as a plain number, as YAML.parse without intAsBigInt gives it. */
-function withPlainNumbers(value: Json): unknown {
-  if (typeof value === 'bigint') return Number(value);
-  if (Array.isArray(value)) return value.map(withPlainNumbers);
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, withPlainNumbers(v)]));
-  }
-  return value;
+/** The contract's JSON form, written by `npm run build` and keyed by the SHA-256 of the YAML it came from. */
+interface ContractCache {
+  readonly yamlSha256: string;
+  readonly json: string;
 }
 
-/** Reads the contract from a YAML file, parsing it once (YAML parsing is a sixth of start-up). */
-export function loadOpenApiDocument(file: string): OpenApiDocument {
+function sha256(text: string): string {
+  return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/** The contract's YAML as JSON text, integers above 2^53 exact as written. */
+export function contractJson(yaml: string): string {
+  // Loaded only here: parsing the YAML (and loading the parser) was a tenth of start-up.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- only when there is no cache
+  const YAML = require('yaml') as typeof Yaml;
+  return toExactJson(YAML.parse(yaml, { intAsBigInt: true }) as Json);
+}
+
+/** Writes the cache that loadOpenApiDocument reads instead of parsing the YAML (`npm run build`). */
+export function writeContractCache(specFile: string, cacheFile: string): void {
+  const yaml = fs.readFileSync(specFile, 'utf8');
+  const cache: ContractCache = { yamlSha256: sha256(yaml), json: contractJson(yaml) };
+  fs.writeFileSync(cacheFile, `${JSON.stringify(cache)}\n`);
+}
+
+/** The cached JSON form of exactly this YAML text, or undefined (no cache, unreadable, or of another text). */
+function cachedJson(yaml: string, cacheFile: string | undefined): string | undefined {
+  if (cacheFile === undefined) return undefined;
+  let cache: Partial<ContractCache>;
+  try {
+    cache = JSON.parse(fs.readFileSync(cacheFile, 'utf8')) as Partial<ContractCache>;
+  } catch {
+    return undefined;
+  }
+  return cache.yamlSha256 === sha256(yaml) && typeof cache.json === 'string'
+    ? cache.json
+    : undefined;
+}
+
+/**
+ * Reads the contract from a YAML file. Its JSON form comes from `cacheFile` when that was written
+ * from this very text (by `npm run build`), else from parsing the YAML; the parsed object is read
+ * from the JSON, with plain JS numbers, for the validator.
+ */
+export function loadOpenApiDocument(file: string, cacheFile?: string): OpenApiDocument {
   const yaml = fs.readFileSync(file, 'utf8');
-  const exact = YAML.parse(yaml, { intAsBigInt: true }) as Json;
-  const spec = withPlainNumbers(exact) as Record<string, unknown>;
-  return { yaml, json: toExactJson(exact), spec, routes: readRoutes(spec) };
+  const json = cachedJson(yaml, cacheFile) ?? contractJson(yaml);
+  const spec = JSON.parse(json) as Record<string, unknown>;
+  return { yaml, json, spec, routes: readRoutes(spec) };
 }
