@@ -172,6 +172,21 @@ describe('the WAL sync of synchronous=FULL', () => {
     expect(await pending).toEqual({ name: 'queued' });
   });
 
+  it('commits and syncs what queued up during a sync before closing, even when that commit fails', async () => {
+    const first = store.createPlant({ id: 1n, name: 'first' });
+    await new Promise((resolve) => setImmediate(resolve));
+    const queued = store.createPlant({ id: 2n, name: 'queued' }).catch((error: unknown) => error);
+    observer.exec('BEGIN IMMEDIATE');
+
+    const closed = store.close();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    observer.exec('ROLLBACK');
+    await closed;
+
+    expect(await first).toEqual({ name: 'first' });
+    expect(await queued).toBeInstanceOf(StoreUnavailableError);
+  });
+
   it('does not sync by itself under synchronous=NORMAL', async () => {
     const normal = openSqlitePlantStore({
       path: path.join(dir, 'normal.sqlite'),

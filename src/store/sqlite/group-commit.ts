@@ -47,10 +47,10 @@ export function createGroupCommit(
 
   const afterSync = () => {
     syncing = false;
-    if (queue.length > 0) {
-      schedule();
-      return;
-    }
+    // While settle() waits (the store is closing), what queued up is committed at once.
+    if (settled.length > 0) flush();
+    else if (queue.length > 0) schedule();
+    if (syncing || queue.length > 0) return;
     const waiting = settled;
     settled = [];
     for (const resolve of waiting) resolve();
