@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import fs from 'node:fs';
 import type * as Yaml from 'yaml';
 
@@ -81,10 +81,6 @@ interface ContractCache {
   readonly json: string;
 }
 
-function sha256(text: string): string {
-  return createHash('sha256').update(text, 'utf8').digest('hex');
-}
-
 /** The contract's YAML as JSON text, integers above 2^53 exact as written. */
 export function contractJson(yaml: string): string {
   // Loaded only here: parsing the YAML (and loading the parser) was a tenth of start-up.
@@ -96,7 +92,7 @@ export function contractJson(yaml: string): string {
 /** Writes the cache that loadOpenApiDocument reads instead of parsing the YAML (`npm run build`). */
 export function writeContractCache(specFile: string, cacheFile: string): void {
   const yaml = fs.readFileSync(specFile, 'utf8');
-  const cache: ContractCache = { yamlSha256: sha256(yaml), json: contractJson(yaml) };
+  const cache: ContractCache = { yamlSha256: hash('sha256', yaml), json: contractJson(yaml) };
   fs.writeFileSync(cacheFile, `${JSON.stringify(cache)}\n`);
 }
 
@@ -109,7 +105,7 @@ function cachedJson(yaml: string, cacheFile: string | undefined): string | undef
   } catch {
     return undefined;
   }
-  return cache.yamlSha256 === sha256(yaml) && typeof cache.json === 'string'
+  return cache.yamlSha256 === hash('sha256', yaml) && typeof cache.json === 'string'
     ? cache.json
     : undefined;
 }
