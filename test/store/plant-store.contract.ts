@@ -313,6 +313,70 @@ export function describePlantStoreContract(
       });
     });
 
+    describe('calls made together (batched or group-committed)', () => {
+      it('answers each of many creates its own result, and stores each plant exactly', async () => {
+        await store.createPlant({ id: 5n, name: 'already there' });
+        const names = ['a"b\\c', '{x,y}', 'NULL', ' padded ', ASTRAL_255, "it's"];
+        const plants = Array.from({ length: 60 }, (_, i) => ({
+          id: BigInt(i) * TWO_TO_53 - INT64_MAX,
+          name: names[i % names.length] as string,
+          ...(i % 3 === 0 ? {} : { tag: names[(i + 1) % names.length] as string }),
+        }));
+        const results = await Promise.all([
+          ...plants.map((plant) => store.createPlant(plant)),
+          store.createPlant({ id: 5n, name: 'taken' }),
+        ]);
+
+        expect(results).toStrictEqual([
+          ...plants.map(({ name, tag }) => (tag === undefined ? { name } : { name, tag })),
+          undefined,
+        ]);
+        // Each stored exactly: a second create of the same plant finds it, a delete removes it.
+        expect(await Promise.all(plants.map((plant) => store.createPlant(plant)))).toEqual(
+          plants.map(() => undefined),
+        );
+        expect(await Promise.all(plants.map((plant) => store.deletePlant(plant.id)))).toEqual(
+          plants.map(() => true),
+        );
+      });
+
+      it('stores only the first of two creates of one id made together', async () => {
+        const [firstCreate, secondCreate] = await Promise.all([
+          store.createPlant({ id: 7n, name: 'first' }),
+          store.createPlant({ id: 7n, name: 'second' }),
+        ]);
+
+        expect([firstCreate, secondCreate]).toStrictEqual([{ name: 'first' }, undefined]);
+        expect(await store.createPlant({ id: 7n, name: 'third' })).toBeUndefined();
+      });
+
+      it('deletes a plant once when two deletes of its id are made together', async () => {
+        await store.createPlant({ id: 7n, name: 'only' });
+
+        expect(
+          await Promise.all([store.deletePlant(7n), store.deletePlant(7n), store.deletePlant(8n)]),
+        ).toEqual([true, false, false]);
+      });
+
+      it('answers each of many token look-ups made together by its own hash', async () => {
+        for (const n of [1, 2, 3]) await store.insertToken(token(n));
+        await store.revokeToken(second.id, new Date('2024-03-02T00:00:00.000Z'));
+
+        const found = await Promise.all(
+          [1, 2, 3, 1, 4].map((n) => store.findActiveToken(token(n).hash)),
+        );
+
+        expect(found.map((record) => record?.id)).toEqual([
+          token(1).id,
+          undefined,
+          token(3).id,
+          token(1).id,
+          undefined,
+        ]);
+        expect(found[0]).toStrictEqual(found[3]);
+      });
+    });
+
     describe('ping', () => {
       it('ping() resolves', async () => {
         await expect(store.ping()).resolves.toBeUndefined();

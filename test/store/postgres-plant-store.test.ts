@@ -1,6 +1,10 @@
 import pg from 'pg';
-import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-store';
+import {
+  createPostgresPlantStore,
+  openPostgresPlantStore,
+} from '../../src/store/postgres/postgres-plant-store';
 import { postgresMigrations } from '../../src/store/postgres/migrations';
+import type { PlantStore } from '../../src/store/plant-store';
 import { createTestSchema, describeWithPostgres, type TestSchema } from '../support/postgres';
 import { describePlantStoreContract } from './plant-store.contract';
 
@@ -81,6 +85,143 @@ describeWithPostgres('PostgreSQL store', () => {
       closedPort.port = '1';
       const unreachable = openPostgresPlantStore({ ...schema.options, url: closedPort.toString() });
       await expect(unreachable).rejects.toThrow();
+    });
+  });
+
+  describe('batching', () => {
+    let schema: TestSchema;
+    let pool: pg.Pool;
+    let statements: string[];
+    let store: PlantStore;
+    beforeEach(async () => {
+      schema = await createTestSchema();
+      await (await openPostgresPlantStore(schema.options)).close();
+      pool = new pg.Pool({ connectionString: schema.url, max: 5 });
+      pool.on('error', () => undefined);
+      // Through to the real pool: only the names of the statements sent are noted.
+      statements = [];
+      const query = pool.query.bind(pool) as (...args: unknown[]) => Promise<unknown>;
+      jest.spyOn(pool, 'query').mockImplementation(((config: unknown, ...rest: unknown[]) => {
+        statements.push((config as { name?: string }).name ?? String(config));
+        return query(config, ...rest);
+      }) as never);
+      store = createPostgresPlantStore(pool);
+    });
+    afterEach(async () => {
+      await store.close().catch(() => undefined);
+      await schema.drop();
+    });
+
+    async function count(sql: string): Promise<number> {
+      const client = new pg.Client({ connectionString: schema.url });
+      await client.connect();
+      try {
+        const { rows } = await client.query<{ n: string }>(sql);
+        return Number(rows[0]?.n);
+      } finally {
+        await client.end();
+      }
+    }
+
+    it('sends 200 creates, then 200 deletes, made together as a few statements', async () => {
+      const ids = Array.from({ length: 200 }, (_, i) => BigInt(i));
+      await Promise.all(ids.map((id) => store.createPlant({ id, name: `p${id}` })));
+      const creates = statements.filter((name) => name === 'plant-store-create-plants').length;
+      expect(creates).toBeGreaterThanOrEqual(1);
+      expect(creates).toBeLessThanOrEqual(2);
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(200);
+
+      expect(await Promise.all(ids.map((id) => store.deletePlant(id)))).toEqual(
+        ids.map(() => true),
+      );
+      expect(
+        statements.filter((name) => name === 'plant-store-delete-plants').length,
+      ).toBeLessThanOrEqual(2);
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(0);
+    });
+
+    it('sends 1,500 creates made together in batches of at most 1,000', async () => {
+      const ids = Array.from({ length: 1500 }, (_, i) => BigInt(i));
+      await Promise.all(ids.map((id) => store.createPlant({ id, name: 'p' })));
+      expect(statements.filter((name) => name === 'plant-store-create-plants')).toHaveLength(2);
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(1500);
+    });
+
+    it('sends many token look-ups made together as one statement', async () => {
+      await store.insertToken({ id: 't1', name: 'one', hash: 'h1', createdAt: new Date() });
+      const before = statements.length;
+      const found = await Promise.all(
+        Array.from({ length: 50 }, () => store.findActiveToken('h1')),
+      );
+      expect(found.every((record) => record?.id === 't1')).toBe(true);
+      expect(statements.slice(before)).toEqual(['plant-store-find-active-tokens']);
+    });
+
+    it('finishes the creates it was given before close() ends the pool', async () => {
+      const created = Array.from({ length: 20 }, (_, i) =>
+        store.createPlant({ id: BigInt(i), name: 'p' }),
+      );
+      await store.close();
+      expect(await Promise.all(created)).toEqual(created.map(() => ({ name: 'p' })));
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(20);
+    });
+
+    it('never answers a look-up made after a revocation committed with the revoked token', async () => {
+      await store.insertToken({ id: 't1', name: 'one', hash: 'h1', createdAt: new Date() });
+      const other = await openPostgresPlantStore(schema.options);
+      // Look-ups keep both batches in flight while another instance revokes the token.
+      let revoked = false;
+      const seenAfter: (string | undefined)[] = [];
+      const lookups: Promise<unknown>[] = [];
+      const revocation = other.revokeToken('t1', new Date()).then(() => (revoked = true));
+      while (!revoked) {
+        const madeAfter = revoked;
+        lookups.push(
+          store.findActiveToken('h1').then((record) => {
+            if (madeAfter) seenAfter.push(record?.id);
+          }),
+        );
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      await revocation;
+      for (let i = 0; i < 50; i++) {
+        lookups.push(store.findActiveToken('h1').then((record) => seenAfter.push(record?.id)));
+      }
+      await Promise.all(lookups);
+      await other.close();
+      expect(seenAfter).toEqual(Array.from({ length: 50 }, () => undefined));
+    });
+
+    it('fails every call of a batch whose connection is cut as unavailable, storing none, then recovers', async () => {
+      const admin = new pg.Client({ connectionString: schema.url });
+      await admin.connect();
+      // The lock holds the batch's statement in flight until its connection is cut.
+      await admin.query('BEGIN');
+      await admin.query('LOCK TABLE plants IN ACCESS EXCLUSIVE MODE');
+      const calls = Array.from({ length: 10 }, (_, i) =>
+        store.createPlant({ id: BigInt(i), name: 'p' }),
+      );
+      // Another connection: pg_stat_activity stays as it was for the length of a transaction.
+      const killer = new pg.Client({ connectionString: schema.url });
+      await killer.connect();
+      let terminated = 0;
+      while (terminated === 0) {
+        const { rowCount } = await killer.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+           WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND pid <> pg_backend_pid()`,
+        );
+        terminated = rowCount ?? 0;
+      }
+      await killer.end();
+      await admin.query('ROLLBACK');
+      await admin.end();
+
+      const settled = await Promise.allSettled(calls);
+      expect(settled.map((result) => result.status === 'rejected' && result.reason.name)).toEqual(
+        calls.map(() => 'StoreUnavailableError'),
+      );
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(0);
+      expect(await store.createPlant({ id: 1n, name: 'after' })).toEqual({ name: 'after' });
     });
   });
 });

@@ -1,0 +1,102 @@
+interface Pending<I, O> {
+  readonly input: I;
+  readonly resolve: (output: O) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** One statement for many callers; see createQueryBatcher. */
+export interface QueryBatcher<I, O> {
+  /** Queues `input` for the next batch; settles with its own answer once that batch's statement has. */
+  submit(input: I): Promise<O>;
+  /** Sends whatever is queued at once and resolves when no batch is queued or in flight. */
+  drain(): Promise<void>;
+}
+
+export interface QueryBatcherOptions {
+  /** Batches sent and not yet answered, at most; what arrives meanwhile waits and forms the next batch. */
+  readonly maxInFlight: number;
+  /** Inputs in one batch, at most. */
+  readonly maxBatch: number;
+}
+
+/**
+ * Group commit over a database connection pool: the inputs submitted while `maxInFlight` batches
+ * are out (or within one turn of the event loop) go to the database together, as one statement,
+ * and each caller gets its own row of the answer. A batch is sent only after every one of its
+ * inputs was submitted, so each caller's statement began after its call, as if it ran alone: a
+ * look-up sees every commit answered before the call. If the statement fails, every input of the
+ * batch fails with its error.
+ *
+ * `run` gets the inputs in submission order and must answer one output per input, in that order.
+ */
+export function createQueryBatcher<I, O>(
+  run: (inputs: readonly I[]) => Promise<readonly O[]>,
+  { maxInFlight, maxBatch }: QueryBatcherOptions,
+): QueryBatcher<I, O> {
+  let queue: Pending<I, O>[] = [];
+  let scheduled: NodeJS.Immediate | undefined;
+  let inFlight = 0;
+  let drained: (() => void)[] = [];
+
+  const schedule = () => {
+    // setImmediate, not a microtask: requests whose bytes arrived in the same poll join the batch.
+    if (inFlight < maxInFlight && queue.length > 0) scheduled ??= setImmediate(flush);
+  };
+
+  const settleDrains = () => {
+    if (inFlight > 0 || queue.length > 0) return;
+    const waiting = drained;
+    drained = [];
+    for (const resolve of waiting) resolve();
+  };
+
+  function send(batch: Pending<I, O>[]): void {
+    inFlight++;
+    const finished = () => {
+      inFlight--;
+      // While drain() waits (the store is closing), what queued up is sent at once.
+      if (drained.length > 0) flush();
+      else schedule();
+      settleDrains();
+    };
+    run(batch.map((pending) => pending.input)).then(
+      (outputs) => {
+        if (outputs.length !== batch.length) {
+          const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
+          for (const pending of batch) pending.reject(error);
+        } else {
+          batch.forEach((pending, i) => pending.resolve(outputs[i] as O));
+        }
+        finished();
+      },
+      (error: unknown) => {
+        for (const pending of batch) pending.reject(error);
+        finished();
+      },
+    );
+  }
+
+  function flush(): void {
+    if (scheduled !== undefined) clearImmediate(scheduled);
+    scheduled = undefined;
+    while (inFlight < maxInFlight && queue.length > 0) {
+      const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch);
+      queue = batch === queue ? [] : queue.slice(maxBatch);
+      send(batch);
+    }
+  }
+
+  return {
+    submit(input) {
+      return new Promise<O>((resolve, reject) => {
+        queue.push({ input, resolve, reject });
+        schedule();
+      });
+    },
+    drain() {
+      flush();
+      if (inFlight === 0 && queue.length === 0) return Promise.resolve();
+      return new Promise<void>((resolve) => drained.push(resolve));
+    },
+  };
+}

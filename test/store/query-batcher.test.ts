@@ -1,0 +1,116 @@
+import { setImmediate as nextTurn } from 'node:timers/promises';
+import { createQueryBatcher } from '../../src/store/postgres/query-batcher';
+
+/** A statement that answers each input doubled, once `answer()` is called for its batch. */
+function controlledStatement() {
+  const batches: number[][] = [];
+  const answers: ((error?: Error) => void)[] = [];
+  const run = (inputs: readonly number[]) => {
+    batches.push([...inputs]);
+    return new Promise<number[]>((resolve, reject) => {
+      answers.push((error) => (error ? reject(error) : resolve(inputs.map((n) => n * 2))));
+    });
+  };
+  return { run, batches, answer: (i: number, error?: Error) => answers[i]?.(error) };
+}
+
+describe('query batcher', () => {
+  it('sends the inputs of one turn of the event loop as one batch, answering each its own output', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
+    const results = Promise.all([1, 2, 3].map((n) => batcher.submit(n)));
+    expect(statement.batches).toEqual([]);
+    await nextTurn();
+    expect(statement.batches).toEqual([[1, 2, 3]]);
+    statement.answer(0);
+    await expect(results).resolves.toEqual([2, 4, 6]);
+  });
+
+  it('holds what arrives while maxInFlight batches are out, and sends it together when one returns', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const first = batcher.submit(1);
+    await nextTurn();
+    const later = [batcher.submit(2), batcher.submit(3)];
+    await nextTurn();
+    const last = batcher.submit(4);
+    await nextTurn();
+    expect(statement.batches).toEqual([[1]]);
+    statement.answer(0);
+    await expect(first).resolves.toBe(2);
+    await nextTurn();
+    expect(statement.batches).toEqual([[1], [2, 3, 4]]);
+    statement.answer(1);
+    await expect(Promise.all([...later, last])).resolves.toEqual([4, 6, 8]);
+  });
+
+  it('keeps up to maxInFlight batches out at once, and no more', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
+    const results = [];
+    for (let n = 1; n <= 3; n++) {
+      results.push(batcher.submit(n));
+      await nextTurn();
+    }
+    expect(statement.batches).toEqual([[1], [2]]);
+    statement.answer(1);
+    await nextTurn();
+    await nextTurn();
+    expect(statement.batches).toEqual([[1], [2], [3]]);
+    statement.answer(0);
+    statement.answer(2);
+    await expect(Promise.all(results)).resolves.toEqual([2, 4, 6]);
+  });
+
+  it('splits a queue longer than maxBatch, in order', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 3, maxBatch: 2 });
+    const results = Promise.all([1, 2, 3, 4, 5].map((n) => batcher.submit(n)));
+    await nextTurn();
+    expect(statement.batches).toEqual([[1, 2], [3, 4], [5]]);
+    [0, 1, 2].forEach((i) => statement.answer(i));
+    await expect(results).resolves.toEqual([2, 4, 6, 8, 10]);
+  });
+
+  it('fails every input of a failed batch with its error, and goes on with the next', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const failed = [batcher.submit(1), batcher.submit(2)];
+    await nextTurn();
+    const next = batcher.submit(3);
+    const lost = new Error('connection lost');
+    statement.answer(0, lost);
+    for (const result of failed) await expect(result).rejects.toBe(lost);
+    await nextTurn();
+    statement.answer(1);
+    await expect(next).resolves.toBe(6);
+  });
+
+  it('fails a batch whose statement answers a different number of rows', async () => {
+    const batcher = createQueryBatcher(async (inputs: readonly number[]) => inputs.slice(1), {
+      maxInFlight: 1,
+      maxBatch: 100,
+    });
+    const results = [batcher.submit(1), batcher.submit(2)];
+    for (const result of results) await expect(result).rejects.toThrow('A batch of 2 got 1');
+  });
+
+  it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {
+    const statement = controlledStatement();
+    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const first = batcher.submit(1);
+    await nextTurn();
+    const queued = batcher.submit(2);
+    let drained = false;
+    const draining = batcher.drain().then(() => (drained = true));
+    statement.answer(0);
+    await first;
+    await Promise.resolve();
+    expect(statement.batches).toEqual([[1], [2]]);
+    expect(drained).toBe(false);
+    statement.answer(1);
+    await draining;
+    await expect(queued).resolves.toBe(4);
+    await expect(batcher.drain()).resolves.toBeUndefined();
+  });
+});
