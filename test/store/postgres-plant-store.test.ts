@@ -157,6 +157,27 @@ describeWithPostgres('PostgreSQL store', () => {
       expect(statements.slice(before)).toEqual(['plant-store-find-active-tokens']);
     });
 
+    it('never deadlocks two batches of creates, or of deletes, that hold the same ids in opposite orders', async () => {
+      const ids = Array.from({ length: 100 }, (_, i) => BigInt(i));
+      const reversed = [...ids].reverse();
+      const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+      for (let round = 0; round < 10; round++) {
+        // Two batches in flight at once, each locking the same rows, one in reverse order.
+        const ascending = ids.map((id) => store.createPlant({ id, name: 'a' }));
+        await nextTurn();
+        const descending = reversed.map((id) => store.createPlant({ id, name: 'd' }));
+        const created = await Promise.all([...ascending, ...descending]);
+        expect(created.filter((plant) => plant !== undefined)).toHaveLength(100);
+
+        const deletedAscending = ids.map((id) => store.deletePlant(id));
+        await nextTurn();
+        const deletedDescending = reversed.map((id) => store.deletePlant(id));
+        const deleted = await Promise.all([...deletedAscending, ...deletedDescending]);
+        expect(deleted.filter(Boolean)).toHaveLength(100);
+      }
+      expect(await count('SELECT COUNT(*) AS n FROM plants')).toBe(0);
+    });
+
     it('finishes the creates it was given before close() ends the pool', async () => {
       const created = Array.from({ length: 20 }, (_, i) =>
         store.createPlant({ id: BigInt(i), name: 'p' }),

@@ -138,13 +138,16 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
   const run = <R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]) =>
     pool.query<R>({ name, text, values });
 
+  // Every batch takes its rows' locks in ascending id order: two batches in flight that share
+  // ids (one sent 1, 2 and the other 2, 1) would otherwise wait for each other, a deadlock.
   const createPlants = createQueryBatcher(async (plants: readonly NewPlant[]) => {
     const { keys, first } = firstOfKeys(plants, (plant) => plant.id.toString());
     const sent = plants.filter((_, i) => first[i]);
     const { rows } = await run<{ id: string }>(
       'plant-store-create-plants',
       `INSERT INTO plants (id, name, tag)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[])
+       SELECT id, name, tag FROM unnest($1::bigint[], $2::text[], $3::text[]) AS batch (id, name, tag)
+       ORDER BY id
        ON CONFLICT (id) DO NOTHING RETURNING id`,
       [
         sent.map((plant) => plant.id.toString()),
@@ -160,7 +163,9 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
     const { keys, first, sent } = firstOfKeys(ids, (id) => id.toString());
     const { rows } = await run<{ id: string }>(
       'plant-store-delete-plants',
-      'DELETE FROM plants WHERE id = ANY($1::bigint[]) RETURNING id',
+      `DELETE FROM plants WHERE id IN (
+         SELECT id FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE
+       ) RETURNING id`,
       [sent],
     );
     const deleted = new Set(rows.map((row) => row.id));
