@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import {
   createPostgresPlantStore,
@@ -92,11 +93,18 @@ describeWithPostgres('PostgreSQL store', () => {
     let schema: TestSchema;
     let pool: pg.Pool;
     let statements: string[];
+    let applicationName: string;
     let store: PlantStore;
     beforeEach(async () => {
       schema = await createTestSchema();
       await (await openPostgresPlantStore(schema.options)).close();
-      pool = new pg.Pool({ connectionString: schema.url, max: 5 });
+      // Its own application_name, so that a test can find this pool's connections on the server.
+      applicationName = `plant-store-batching-${randomBytes(6).toString('hex')}`;
+      pool = new pg.Pool({
+        connectionString: schema.url,
+        max: 5,
+        application_name: applicationName,
+      });
       pool.on('error', () => undefined);
       // Through to the real pool: only the names of the statements sent are noted.
       statements = [];
@@ -229,7 +237,8 @@ describeWithPostgres('PostgreSQL store', () => {
       while (terminated === 0) {
         const { rowCount } = await killer.query(
           `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-           WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND pid <> pg_backend_pid()`,
+           WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE '%unnest%'`,
+          [applicationName],
         );
         terminated = rowCount ?? 0;
       }
