@@ -2,7 +2,7 @@ import pg from 'pg';
 import type { NewPlant, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
 import { postgresMigrations } from './migrations';
-import { createQueryBatcher, type QueryBatcherOptions } from './query-batcher';
+import { createBatcher, type BatcherOptions } from '../batcher';
 
 export interface PostgresStoreOptions {
   readonly url: string;
@@ -107,13 +107,15 @@ export async function openPostgresPlantStore(options: PostgresStoreOptions): Pro
  * batches but a longer wait). At most 1,000 requests per statement: names and tags up to 255 code
  * points each keep its parameters under a few MiB.
  */
-const BATCHING: QueryBatcherOptions = { maxInFlight: 2, maxBatch: 1000 };
+const BATCHING: BatcherOptions = { maxInFlight: 2, maxBatch: 1000 };
 
 /**
- * Each input's key, and whether it is the first with that key in the batch. A later input with the
- * same key is not sent: it would find what the first did (a plant stored or deleted by it).
+ * The inputs of a batch to send, one per key: a later input with the key of an earlier one is not
+ * sent, since it would find what the first did (a plant stored or deleted by it). `answers` maps
+ * the ids the statement returned to each input's answer: true only for the first input of an id
+ * the statement returned.
  */
-function firstOfKeys<I>(inputs: readonly I[], key: (input: I) => string) {
+function firstOfEachKey<I>(inputs: readonly I[], key: (input: I) => string) {
   const keys = inputs.map(key);
   const seen = new Set<string>();
   const first = keys.map((k) => {
@@ -121,12 +123,18 @@ function firstOfKeys<I>(inputs: readonly I[], key: (input: I) => string) {
     seen.add(k);
     return true;
   });
-  return { keys, first, sent: keys.filter((_, i) => first[i]) };
+  return {
+    sent: inputs.filter((_, i) => first[i]),
+    answers(rows: readonly { id: string }[]): boolean[] {
+      const returned = new Set(rows.map((row) => row.id));
+      return keys.map((k, i) => first[i] === true && returned.has(k));
+    },
+  };
 }
 
 /**
  * The PlantStore over a node-postgres pool whose database is migrated; connection failures become
- * StoreUnavailableError. Creates, deletes and token look-ups are batched (createQueryBatcher): under
+ * StoreUnavailableError. Creates, deletes and token look-ups are batched (createBatcher): under
  * load, one statement and one commit serve many requests, each request's statement beginning after
  * the request arrived.
  */
@@ -140,9 +148,8 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
 
   // Every batch takes its rows' locks in ascending id order: two batches in flight that share
   // ids (one sent 1, 2 and the other 2, 1) would otherwise wait for each other, a deadlock.
-  const createPlants = createQueryBatcher(async (plants: readonly NewPlant[]) => {
-    const { keys, first } = firstOfKeys(plants, (plant) => plant.id.toString());
-    const sent = plants.filter((_, i) => first[i]);
+  const createPlants = createBatcher(async (plants: readonly NewPlant[]) => {
+    const { sent, answers } = firstOfEachKey(plants, (plant) => plant.id.toString());
     const { rows } = await run<{ id: string }>(
       'plant-store-create-plants',
       `INSERT INTO plants (id, name, tag)
@@ -155,24 +162,22 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
         sent.map((plant) => plant.tag ?? null),
       ],
     );
-    const created = new Set(rows.map((row) => row.id));
-    return keys.map((id, i) => first[i] === true && created.has(id));
+    return answers(rows);
   }, BATCHING);
 
-  const deletePlants = createQueryBatcher(async (ids: readonly bigint[]) => {
-    const { keys, first, sent } = firstOfKeys(ids, (id) => id.toString());
+  const deletePlants = createBatcher(async (ids: readonly bigint[]) => {
+    const { sent, answers } = firstOfEachKey(ids, (id) => id.toString());
     const { rows } = await run<{ id: string }>(
       'plant-store-delete-plants',
       `DELETE FROM plants WHERE id IN (
          SELECT id FROM plants WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE
        ) RETURNING id`,
-      [sent],
+      [sent.map((id) => id.toString())],
     );
-    const deleted = new Set(rows.map((row) => row.id));
-    return keys.map((id, i) => first[i] === true && deleted.has(id));
+    return answers(rows);
   }, BATCHING);
 
-  const findActiveTokens = createQueryBatcher(async (hashes: readonly string[]) => {
+  const findActiveTokens = createBatcher(async (hashes: readonly string[]) => {
     const { rows } = await run<TokenRow & { hash: string }>(
       'plant-store-find-active-tokens',
       `SELECT hash, ${tokenColumns} FROM tokens WHERE hash = ANY($1::text[]) AND revoked_at IS NULL`,

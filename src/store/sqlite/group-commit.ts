@@ -1,10 +1,6 @@
+import { promisify } from 'node:util';
 import type Database from 'better-sqlite3';
-
-interface PendingWrite {
-  readonly run: () => unknown;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
-}
+import { createBatcher } from '../batcher';
 
 /** Runs writes in shared transactions; see createGroupCommit. */
 export interface GroupCommit {
@@ -32,66 +28,22 @@ export function createGroupCommit(
   db: Database.Database,
   syncAfterCommit?: SyncAfterCommit,
 ): GroupCommit {
-  let queue: PendingWrite[] = [];
-  let scheduled: NodeJS.Immediate | undefined;
-  let syncing = false;
-  let settled: (() => void)[] = [];
-  const commitAll = db.transaction((batch: readonly PendingWrite[]) =>
-    batch.map((write) => write.run()),
+  const commitAll = db.transaction((batch: readonly (() => unknown)[]) =>
+    batch.map((run) => run()),
   );
-
-  const schedule = () => {
-    // setImmediate, not a microtask: requests whose bytes arrived in the same poll join the batch.
-    if (!syncing) scheduled ??= setImmediate(flush);
-  };
-
-  const afterSync = () => {
-    syncing = false;
-    // While settle() waits (the store is closing), what queued up is committed at once.
-    if (settled.length > 0) flush();
-    else if (queue.length > 0) schedule();
-    if (syncing || queue.length > 0) return;
-    const waiting = settled;
-    settled = [];
-    for (const resolve of waiting) resolve();
-  };
-
-  function flush(): void {
-    if (scheduled !== undefined) clearImmediate(scheduled);
-    scheduled = undefined;
-    const batch = queue;
-    queue = [];
-    if (batch.length === 0) return;
-    let results: unknown[];
-    try {
-      results = commitAll.immediate(batch);
-    } catch (error) {
-      for (const write of batch) write.reject(error);
-      return;
-    }
-    if (syncAfterCommit === undefined) {
-      batch.forEach((write, i) => write.resolve(results[i]));
-      return;
-    }
-    syncing = true;
-    syncAfterCommit((error) => {
-      if (error !== null) for (const write of batch) write.reject(error);
-      else batch.forEach((write, i) => write.resolve(results[i]));
-      afterSync();
-    });
-  }
-
+  const sync = syncAfterCommit === undefined ? undefined : promisify(syncAfterCommit);
+  // One commit at a time: a batch commits as soon as it is sent, and is answered, and the next
+  // batch sent, only after its sync.
+  const commits = createBatcher(
+    async (batch: readonly (() => unknown)[]) => {
+      const results = commitAll.immediate(batch);
+      await sync?.();
+      return results;
+    },
+    { maxInFlight: 1, maxBatch: Infinity },
+  );
   return {
-    write<T>(run: () => T) {
-      return new Promise<T>((resolve, reject) => {
-        queue.push({ run, resolve: resolve as (value: unknown) => void, reject });
-        schedule();
-      });
-    },
-    settle() {
-      if (!syncing) flush();
-      if (!syncing) return Promise.resolve();
-      return new Promise<void>((resolve) => settled.push(resolve));
-    },
+    write: <T>(run: () => T) => commits.submit(run) as Promise<T>,
+    settle: () => commits.drain(),
   };
 }

@@ -1,5 +1,5 @@
 import { setImmediate as nextTurn } from 'node:timers/promises';
-import { createQueryBatcher } from '../../src/store/postgres/query-batcher';
+import { createBatcher } from '../../src/store/batcher';
 
 /** A statement that answers each input doubled, once `answer()` is called for its batch. */
 function controlledStatement() {
@@ -14,10 +14,10 @@ function controlledStatement() {
   return { run, batches, answer: (i: number, error?: Error) => answers[i]?.(error) };
 }
 
-describe('query batcher', () => {
+describe('batcher', () => {
   it('sends the inputs of one turn of the event loop as one batch, answering each its own output', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
     const results = Promise.all([1, 2, 3].map((n) => batcher.submit(n)));
     expect(statement.batches).toEqual([]);
     await nextTurn();
@@ -28,7 +28,7 @@ describe('query batcher', () => {
 
   it('holds what arrives while maxInFlight batches are out, and sends it together when one returns', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
     const first = batcher.submit(1);
     await nextTurn();
     const later = [batcher.submit(2), batcher.submit(3)];
@@ -46,7 +46,7 @@ describe('query batcher', () => {
 
   it('keeps up to maxInFlight batches out at once, and no more', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 2, maxBatch: 100 });
     const results = [];
     for (let n = 1; n <= 3; n++) {
       results.push(batcher.submit(n));
@@ -64,7 +64,7 @@ describe('query batcher', () => {
 
   it('splits a queue longer than maxBatch, in order', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 3, maxBatch: 2 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 3, maxBatch: 2 });
     const results = Promise.all([1, 2, 3, 4, 5].map((n) => batcher.submit(n)));
     await nextTurn();
     expect(statement.batches).toEqual([[1, 2], [3, 4], [5]]);
@@ -74,7 +74,7 @@ describe('query batcher', () => {
 
   it('fails every input of a failed batch with its error, and goes on with the next', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
     const failed = [batcher.submit(1), batcher.submit(2)];
     await nextTurn();
     const next = batcher.submit(3);
@@ -87,7 +87,7 @@ describe('query batcher', () => {
   });
 
   it('fails a batch whose statement answers a different number of rows', async () => {
-    const batcher = createQueryBatcher(async (inputs: readonly number[]) => inputs.slice(1), {
+    const batcher = createBatcher(async (inputs: readonly number[]) => inputs.slice(1), {
       maxInFlight: 1,
       maxBatch: 100,
     });
@@ -97,7 +97,7 @@ describe('query batcher', () => {
 
   it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {
     const statement = controlledStatement();
-    const batcher = createQueryBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
     const first = batcher.submit(1);
     await nextTurn();
     const queued = batcher.submit(2);

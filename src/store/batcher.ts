@@ -4,15 +4,15 @@ interface Pending<I, O> {
   readonly reject: (error: unknown) => void;
 }
 
-/** One statement for many callers; see createQueryBatcher. */
-export interface QueryBatcher<I, O> {
-  /** Queues `input` for the next batch; settles with its own answer once that batch's statement has. */
+/** One unit of work for many callers; see createBatcher. */
+export interface Batcher<I, O> {
+  /** Queues `input` for the next batch; settles with its own answer once that batch's run has. */
   submit(input: I): Promise<O>;
   /** Sends whatever is queued at once and resolves when no batch is queued or in flight. */
   drain(): Promise<void>;
 }
 
-export interface QueryBatcherOptions {
+export interface BatcherOptions {
   /** Batches sent and not yet answered, at most; what arrives meanwhile waits and forms the next batch. */
   readonly maxInFlight: number;
   /** Inputs in one batch, at most. */
@@ -20,19 +20,19 @@ export interface QueryBatcherOptions {
 }
 
 /**
- * Group commit over a database connection pool: the inputs submitted while `maxInFlight` batches
- * are out (or within one turn of the event loop) go to the database together, as one statement,
- * and each caller gets its own row of the answer. A batch is sent only after every one of its
- * inputs was submitted, so each caller's statement began after its call, as if it ran alone: a
- * look-up sees every commit answered before the call. If the statement fails, every input of the
- * batch fails with its error.
+ * Group commit: the inputs submitted while `maxInFlight` batches are out (or within one turn of
+ * the event loop) go to the store together, as one unit of work (a statement, a transaction), and
+ * each caller gets its own output. A batch is sent only after every one of its inputs was
+ * submitted, so each caller's work began after its call, as if it ran alone: a look-up sees every
+ * commit answered before the call. If the run fails, every input of the batch fails with its
+ * error. Used by the PostgreSQL store's statements and by the SQLite group commit.
  *
  * `run` gets the inputs in submission order and must answer one output per input, in that order.
  */
-export function createQueryBatcher<I, O>(
+export function createBatcher<I, O>(
   run: (inputs: readonly I[]) => Promise<readonly O[]>,
-  { maxInFlight, maxBatch }: QueryBatcherOptions,
-): QueryBatcher<I, O> {
+  { maxInFlight, maxBatch }: BatcherOptions,
+): Batcher<I, O> {
   let queue: Pending<I, O>[] = [];
   let scheduled: NodeJS.Immediate | undefined;
   let inFlight = 0;
