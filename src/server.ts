@@ -1,6 +1,8 @@
 import http from 'node:http';
 import type { Socket } from 'node:net';
+import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
+import { expressMessageClasses } from './http/message-shape';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -59,13 +61,15 @@ function toOriginForm(req: http.IncomingMessage): void {
  * headersTimeoutMs (slow clients are cut off), a whole request within requestTimeoutMs, idle
  * keep-alive connections close after keepAliveTimeoutMs, and headers over maxHeaderBytes get 431.
  */
-export function createHttpServer(app: http.RequestListener, config: HttpServerConfig): http.Server {
+export function createHttpServer(app: Express, config: HttpServerConfig): http.Server {
   const handle: http.RequestListener = (req, res) => {
     toOriginForm(req);
     app(req, res);
   };
   const server = http.createServer(
     {
+      // Requests and responses that already have the app's prototypes (see expressMessageClasses).
+      ...expressMessageClasses(app),
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       keepAliveTimeout: config.keepAliveTimeoutMs,

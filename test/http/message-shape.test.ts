@@ -1,7 +1,27 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { REQUEST_FIELDS, RESPONSE_FIELDS } from '../../src/http/message-shape';
+import { createHttpServer } from '../../src/server';
 import { buildTestApp, type TestApp } from '../support/test-app';
+
+const HTTP_LIMITS = {
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 30_000,
+  keepAliveTimeoutMs: 5_000,
+  maxHeaderBytes: 16_384,
+  shutdownTimeoutMs: 1_000,
+};
+
+/** node:http's own request objects (as supertest makes them), and the service's server (main.ts). */
+const SERVERS: [string, (app: TestApp['app']) => http.Server][] = [
+  ['node:http with its own request objects', (app) => http.createServer(app)],
+  ['createHttpServer', (app) => createHttpServer(app, HTTP_LIMITS)],
+];
+
+async function listen(server: http.Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
 
 /** Properties a request or response may still gain after the preset ones, and why they are not preset. */
 const NOT_PRESET = new Set<string>([
@@ -23,7 +43,7 @@ function ownKeys(object: object): string[] {
     .filter((key) => !NOT_PRESET.has(key));
 }
 
-describe('the fields preset on every request and response', () => {
+describe.each(SERVERS)('the fields preset on every request and response, %s', (_, serve) => {
   let testApp: TestApp;
   let server: http.Server;
   let baseUrl: string;
@@ -32,7 +52,9 @@ describe('the fields preset on every request and response', () => {
   beforeAll(async () => {
     // As in production: response validation replaces res.json with a wrapper of its own.
     testApp = await buildTestApp({ validateResponses: false });
-    server = http.createServer((req, res) => {
+    server = serve(testApp.app);
+    // Runs before the app's own listener: what the request and response are when they reach it.
+    server.prependListener('request', (req, res) => {
       const requestBefore = ownKeys(req);
       const responseBefore = ownKeys(res);
       res.on('finish', () => {
@@ -42,10 +64,8 @@ describe('the fields preset on every request and response', () => {
           responseAdded: ownKeys(res).filter((key) => !responseBefore.includes(key)),
         });
       });
-      testApp.app(req, res);
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    baseUrl = await listen(server);
   });
 
   afterAll(async () => {
@@ -94,4 +114,44 @@ describe('the fields preset on every request and response', () => {
       expect(seen[0]!.responseAdded).toStrictEqual([...RESPONSE_FIELDS]);
     },
   );
+});
+
+describe("createHttpServer's requests and responses", () => {
+  let testApp: TestApp;
+  let server: http.Server;
+  let baseUrl: string;
+  const prototypes: { request: unknown; response: unknown; isNodeMessage: boolean }[] = [];
+
+  beforeAll(async () => {
+    testApp = await buildTestApp({ validateResponses: true });
+    server = createHttpServer(testApp.app, HTTP_LIMITS);
+    server.prependListener('request', (req, res) => {
+      prototypes.push({
+        request: Object.getPrototypeOf(req),
+        response: Object.getPrototypeOf(res),
+        isNodeMessage: req instanceof http.IncomingMessage && res instanceof http.ServerResponse,
+      });
+    });
+    baseUrl = await listen(server);
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+    await testApp.close();
+  });
+
+  it("are born with the app's prototypes, so Express need not change them, and are still node:http's", async () => {
+    const response = await fetch(`${baseUrl}/plants`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${testApp.token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ id: 7, name: 'Monstera', tag: 'tropical' }),
+    });
+
+    expect(response.status).toBe(200);
+    expect(await response.json()).toStrictEqual({ name: 'Monstera', tag: 'tropical' });
+    expect(prototypes).toHaveLength(1);
+    expect(prototypes[0]!.request).toBe(testApp.app.request);
+    expect(prototypes[0]!.response).toBe(testApp.app.response);
+    expect(prototypes[0]!.isNodeMessage).toBe(true);
+  });
 });
