@@ -1,3 +1,4 @@
+import path from 'node:path';
 import type { RequestHandler } from 'express';
 import * as OpenApiValidator from 'express-openapi-validator';
 import type { OpenApiDocument } from './openapi-document';
@@ -42,6 +43,41 @@ function memoizeRouteCompilation(): void {
   };
 }
 
+/** express-openapi-validator's checker of an API document against the OpenAPI schema. */
+interface DocumentChecker {
+  validate(document: unknown): { errors: unknown[] };
+}
+type DocumentCheckerOptions = { version: string; validateApiSpec: boolean };
+type DocumentCheckerClass = new (options: DocumentCheckerOptions) => DocumentChecker;
+
+let checkerDeferred = false;
+
+/**
+ * express-openapi-validator 5.6 builds its checker of the API document at every start, compiling
+ * the whole OpenAPI 3 schema with Ajv, and with `validateApiSpec: false` never uses it (its
+ * OpenAPIFramework constructs the checker, then skips `validate`). That compile was a quarter of
+ * the service's start-up. The checker class it constructs is replaced by one that compiles on its
+ * first `validate`, so that whoever does check a document with it gets the same answers
+ * (test/http/validator.test.ts checks the contract with it).
+ */
+function deferDocumentChecker(): void {
+  if (checkerDeferred) return;
+  checkerDeferred = true;
+  const validatorEntry = require.resolve('express-openapi-validator');
+  const file = path.join(path.dirname(validatorEntry), 'framework', 'openapi.schema.validator.js');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module the validator loads, found from its location
+  const checkerModule = require(file) as { OpenAPISchemaValidator: DocumentCheckerClass };
+  const EagerChecker = checkerModule.OpenAPISchemaValidator;
+  checkerModule.OpenAPISchemaValidator = class LazyDocumentChecker implements DocumentChecker {
+    #checker: DocumentChecker | undefined;
+    constructor(private readonly options: DocumentCheckerOptions) {}
+    validate(document: unknown): { errors: unknown[] } {
+      this.#checker ??= new EagerChecker(this.options);
+      return this.#checker.validate(document);
+    }
+  };
+}
+
 /**
  * express-openapi-validator over the contract: request shapes always, response shapes when asked
  * (on in tests). Its middleware list runs inside the request pipeline.
@@ -51,6 +87,7 @@ export function createValidator(
   validateResponses: boolean,
 ): RequestHandler[] {
   memoizeRouteCompilation();
+  deferDocumentChecker();
   return OpenApiValidator.middleware({
     apiSpec: structuredClone(document.spec) as never,
     validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false },
@@ -63,7 +100,7 @@ export function createValidator(
     fileUploader: false,
     // Checking the contract against the OpenAPI schema took a sixth of start-up on every start; the
     // contract is checked where it changes instead: in CI, by redocly and by the validator's own
-    // checker (test/http/validator.test.ts).
+    // checker (test/http/validator.test.ts). Building that checker is deferred too (see above).
     validateApiSpec: false,
   }) as RequestHandler[];
 }
