@@ -20,7 +20,7 @@ import {
 } from './proc';
 import { prepareStore, type PreparedStore, type StoreName } from './stores';
 
-export type ServerKind = 'node:http' | 'express' | 'service';
+export type ServerKind = 'node:http' | 'express' | 'express-born' | 'service';
 
 /** What a store holds before the server starts. */
 export type Rows = 'empty' | 'large' | 'deletable';
@@ -112,6 +112,7 @@ const OWN_VARIABLES = [
   'VALIDATE_RESPONSES',
   'NODE_OPTIONS',
   'BENCH_PROBE_OUT',
+  'BARE_EXPRESS_BORN_PROTOTYPES',
 ];
 
 export function serverEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
@@ -228,6 +229,7 @@ export async function measureCell(
         HOST: '127.0.0.1',
         PORT: String(port),
         ...(store?.env ?? {}),
+        ...(cell.server === 'express-born' ? { BARE_EXPRESS_BORN_PROTOTYPES: '1' } : {}),
         ...(profile === undefined ? {} : { BENCH_PROBE_OUT: profile.probeOut }),
       }),
       port,

@@ -178,6 +178,7 @@ function cellsFor(options: Options): Cell[] {
   const cells: Cell[] = [
     { id: 'node:http', server: 'node:http', workload: 'post', rows: 'empty' },
     { id: 'express', server: 'express', workload: 'post', rows: 'empty' },
+    { id: 'express-born', server: 'express-born', workload: 'post', rows: 'empty' },
   ];
   for (const store of options.stores) {
     cells.push(

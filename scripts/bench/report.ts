@@ -52,6 +52,7 @@ const STORE_LABELS: Record<StoreName, string> = {
 function configurationOf(cell: Cell): string {
   if (cell.server === 'node:http') return '(1) bare node:http';
   if (cell.server === 'express') return '(2) bare Express 5 + express.json()';
+  if (cell.server === 'express-born') return '(2b) the same, objects born with its prototypes';
   return STORE_LABELS[cell.store!];
 }
 
