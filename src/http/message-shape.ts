@@ -94,13 +94,15 @@ export interface MessageClasses {
  * first thing in app.handle. On objects that Node made with its own prototypes, that kept what a
  * request allocated alive: under POST load, 30% to 45% of the young generation survived each
  * young collection and most of it was moved to the old generation, where only a full collection
- * frees it; scavenges took 8 to 30 ms each. Bare Express does the same (251 MB of 891 MB moved to
+ * frees it; scavenges took 8 to 33 ms each. Bare Express does the same (251 MB of 891 MB moved to
  * the old generation in 10 s), and bare node:http with one setPrototypeOf per request too, so it
  * is the call, not the packages. Objects born with these prototypes make Express's call a no-op
  * (V8 returns at once when the prototype is already the one asked for): 1.9% survived, and the
  * service answered 1.5x the POSTs per second with half the p99 (README "Performance"). A function
  * that calls Node's constructor, rather than a class that extends it, because a class cannot take
- * app.request as its prototype.
+ * app.request as its prototype. Node's two constructors are plain functions (in Node 20 and in
+ * Node's current source); were one to become a class, Reflect.apply would throw on every request,
+ * which every end-to-end test would show.
  */
 export function expressMessageClasses(app: Express): MessageClasses {
   function ExpressRequest(this: IncomingMessage, ...args: unknown[]): void {
