@@ -11,7 +11,15 @@ function onlySensitiveStrict(options: Record<string, unknown> | undefined): bool
   return true;
 }
 
-let memoized = false;
+/** A module as express-openapi-validator loads it: resolved from the validator's own location. */
+export function validatorsModule<M>(request: string): M {
+  const validatorEntry = require.resolve('express-openapi-validator');
+  const file = request.startsWith('.')
+    ? path.join(path.dirname(validatorEntry), request)
+    : require.resolve(request, { paths: [validatorEntry] });
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the very instance the validator uses
+  return require(file) as M;
+}
 
 /**
  * express-openapi-validator 5.6 looks a request's route up by compiling every route path with
@@ -22,12 +30,7 @@ let memoized = false;
  * makes (a string path, `sensitive`/`strict` options); any other call is passed through uncached.
  */
 function memoizeRouteCompilation(): void {
-  if (memoized) return;
-  memoized = true;
-  const validatorEntry = require.resolve('express-openapi-validator');
-  const moduleFile = require.resolve('path-to-regexp', { paths: [validatorEntry] });
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the copy the validator loads, found from its location
-  const pathToRegexpModule = require(moduleFile) as { pathToRegexp: PathToRegexp };
+  const pathToRegexpModule = validatorsModule<{ pathToRegexp: PathToRegexp }>('path-to-regexp');
   const compile = pathToRegexpModule.pathToRegexp;
   /** By path: the result for each of the four truth values of (sensitive, strict). */
   const compiled = new Map<string, unknown[]>();
@@ -50,8 +53,6 @@ interface DocumentChecker {
 type DocumentCheckerOptions = { version: string; validateApiSpec: boolean };
 type DocumentCheckerClass = new (options: DocumentCheckerOptions) => DocumentChecker;
 
-let checkerDeferred = false;
-
 /**
  * express-openapi-validator 5.6 builds its checker of the API document at every start, compiling
  * the whole OpenAPI 3 schema with Ajv, and with `validateApiSpec: false` never uses it (its
@@ -61,12 +62,9 @@ let checkerDeferred = false;
  * (test/http/validator.test.ts checks the contract with it).
  */
 function deferDocumentChecker(): void {
-  if (checkerDeferred) return;
-  checkerDeferred = true;
-  const validatorEntry = require.resolve('express-openapi-validator');
-  const file = path.join(path.dirname(validatorEntry), 'framework', 'openapi.schema.validator.js');
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module the validator loads, found from its location
-  const checkerModule = require(file) as { OpenAPISchemaValidator: DocumentCheckerClass };
+  const checkerModule = validatorsModule<{ OpenAPISchemaValidator: DocumentCheckerClass }>(
+    './framework/openapi.schema.validator.js',
+  );
   const EagerChecker = checkerModule.OpenAPISchemaValidator;
   checkerModule.OpenAPISchemaValidator = class LazyDocumentChecker implements DocumentChecker {
     #checker: DocumentChecker | undefined;
@@ -78,6 +76,16 @@ function deferDocumentChecker(): void {
   };
 }
 
+let patched = false;
+
+/** The two changes above, made once per process (the validator's modules are shared). */
+function patchValidatorOnce(): void {
+  if (patched) return;
+  patched = true;
+  memoizeRouteCompilation();
+  deferDocumentChecker();
+}
+
 /**
  * express-openapi-validator over the contract: request shapes always, response shapes when asked
  * (on in tests). Its middleware list runs inside the request pipeline.
@@ -86,8 +94,7 @@ export function createValidator(
   document: OpenApiDocument,
   validateResponses: boolean,
 ): RequestHandler[] {
-  memoizeRouteCompilation();
-  deferDocumentChecker();
+  patchValidatorOnce();
   return OpenApiValidator.middleware({
     apiSpec: structuredClone(document.spec) as never,
     validateRequests: { allowUnknownQueryParameters: false, coerceTypes: false },

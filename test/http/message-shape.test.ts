@@ -1,16 +1,12 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { parseConfig } from '../../src/config';
 import { REQUEST_FIELDS, RESPONSE_FIELDS } from '../../src/http/message-shape';
 import { createHttpServer } from '../../src/server';
 import { buildTestApp, type TestApp } from '../support/test-app';
 
-const HTTP_LIMITS = {
-  headersTimeoutMs: 10_000,
-  requestTimeoutMs: 30_000,
-  keepAliveTimeoutMs: 5_000,
-  maxHeaderBytes: 16_384,
-  shutdownTimeoutMs: 1_000,
-};
+/** The HTTP server's limits as main.ts gets them with no variables set. */
+const HTTP_LIMITS = parseConfig({}).http;
 
 /** node:http's own request objects (as supertest makes them), and the service's server (main.ts). */
 const SERVERS: [string, (app: TestApp['app']) => http.Server][] = [

@@ -1,16 +1,11 @@
-import path from 'node:path';
 import { loadOpenApiDocument } from '../../src/http/openapi-document';
-import { createValidator } from '../../src/http/validator';
+import { createValidator, validatorsModule } from '../../src/http/validator';
 import { SPEC_PATH } from '../support/test-app';
 
 type Compile = (path: unknown, options?: Record<string, unknown>) => unknown;
 
 function validatorsPathToRegexp(): { pathToRegexp: Compile } {
-  const entry = require.resolve('express-openapi-validator');
-  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the validator's own copy
-  return require(require.resolve('path-to-regexp', { paths: [path.dirname(entry)] })) as {
-    pathToRegexp: Compile;
-  };
+  return validatorsModule('path-to-regexp');
 }
 
 describe('the validator route lookup', () => {
@@ -56,10 +51,9 @@ describe('the contract, as express-openapi-validator checks an API document', ()
   };
 
   function checkerClass(): Checker {
-    const entry = require.resolve('express-openapi-validator');
-    const file = path.join(path.dirname(entry), 'framework', 'openapi.schema.validator.js');
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the validator's own document check
-    return (require(file) as { OpenAPISchemaValidator: Checker }).OpenAPISchemaValidator;
+    return validatorsModule<{ OpenAPISchemaValidator: Checker }>(
+      './framework/openapi.schema.validator.js',
+    ).OpenAPISchemaValidator;
   }
 
   function checker(): InstanceType<Checker> {
