@@ -64,8 +64,8 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
     // 8 MiB of page cache (the default is 2 MiB). The operating system keeps the file's pages in
     // memory anyway, so a miss costs a read from there; with a million plants, 8 MiB measured as
-    // fast as 32 MiB (and 128 MiB no faster) and peaks 25 MB lower in RSS. What a large store
-    // costs is the WAL and checkpoint copies (README "Performance").
+    // fast as 32 MiB (and 128 MiB no faster), with peaks 4 to 53 MB lower in RSS. What a large
+    // store costs is the WAL and checkpoint copies (README "Performance").
     db.pragma('cache_size = -8192');
     migrate(db);
   } catch (error) {
