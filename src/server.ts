@@ -10,9 +10,26 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
   431: 'The request headers are too large.',
 };
 
+/** An HTTP method as it starts a request line: the name, then no other letter. */
+const METHOD_TOKEN = /(?:GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT)(?![A-Za-z])/g;
+
+/**
+ * Whether the request Node could not parse is a HEAD, whose answer has no body. The chunk that
+ * failed (rawPacket) need not begin with that request: the end of the connection's previous
+ * request, its body, can arrive in the same chunk. So the method is the last one in the chunk
+ * before the position of the error (bytesParsed).
+ */
+function failedRequestIsHead(error: { rawPacket?: Buffer; bytesParsed?: number }): boolean {
+  const raw = error.rawPacket;
+  if (raw === undefined) return false;
+  const end = typeof error.bytesParsed === 'number' ? error.bytesParsed + 1 : raw.length;
+  const methods = raw.subarray(0, end).toString('latin1').match(METHOD_TOKEN);
+  return methods?.[methods.length - 1] === 'HEAD';
+}
+
 /** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
 function answerClientError(
-  error: NodeJS.ErrnoException & { rawPacket?: Buffer },
+  error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number },
   socket: Socket,
 ): void {
   const responding = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
@@ -29,7 +46,7 @@ function answerClientError(
         : 400;
   const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
   // A response to HEAD has no body, even when the rest of the request could not be parsed.
-  const head = /^HEAD(?![A-Za-z])/.test(error.rawPacket?.subarray(0, 5).toString('latin1') ?? '');
+  const head = failedRequestIsHead(error);
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +

@@ -1,4 +1,5 @@
-import { rawExchange } from '../reliability/support/raw';
+import net from 'node:net';
+import { parseResponse, rawExchange, type ParsedResponse } from '../reliability/support/raw';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 
 let server: RunningServer;
@@ -70,6 +71,31 @@ describe('request targets and framing', () => {
     const query = await send('HEAD /healthz?x=1 HTTP/1.1\r\nHost: x', '', { noBody: true });
     expect(query.response?.status).toBe(400);
     expect(query.response?.rest.length).toBe(0);
+  });
+
+  it('answers a HEAD it cannot parse without a body, also when it arrives after another request in one chunk', async () => {
+    const alone = await send('HEAD /plants/N\u00a1 HTTP/1.1\r\nHost: x', '', { noBody: true });
+    expect(alone.response?.status).toBe(400);
+    expect(alone.response?.rest.length).toBe(0);
+
+    // A POST answered before its body arrived; then the rest of that body and a HEAD in one
+    // chunk, so the chunk Node fails on starts with the POST's body.
+    const socket = net.connect(target.port, target.host);
+    let received = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => (received = Buffer.concat([received, chunk])));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.write('POST /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\n');
+    while (typeof parseResponse(received, false) !== 'object') {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    const first = parseResponse(received, false) as ParsedResponse;
+    expect(first.status).toBe(405);
+    received = Buffer.alloc(0);
+    socket.write(Buffer.from('abcHEAD /plants/N\u00a1 HTTP/1.1\r\nHost: x\r\n\r\n', 'latin1'));
+    await closed;
+    const answer = parseResponse(received, true) as ParsedResponse;
+    expect(answer.status).toBe(400);
+    expect(answer.rest.toString('latin1')).toBe('');
   });
 
   it('answers an HTTP/1.1 request without Host with the Error body', async () => {
