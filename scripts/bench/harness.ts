@@ -121,6 +121,9 @@ export function serverEnv(extra: Readonly<Record<string, string>>): NodeJS.Proce
   return { ...env, ...extra };
 }
 
+/** Measured seconds from which a POST run's rate sizes the prefill of the DELETE runs after it. */
+const TRUSTED_POST_RATE_SECONDS = 5;
+
 function rowsFor(cell: Cell, context: Context): number {
   const { settings } = context;
   if (cell.server !== 'service') return 0;
@@ -128,7 +131,13 @@ function rowsFor(cell: Cell, context: Context): number {
   if (cell.rows === 'empty') return 0;
   // Every DELETE needs an existing id: more than this server could delete in the whole run. A
   // delete costs the service no more than three creates (it has no body); nothing beats node:http.
-  const postRate = context.postRates.get(cell.store!);
+  // A POST rate measured over a few seconds (the --quick smoke) is mostly warm-up, the JIT and the
+  // collector still settling, and has been a sixth of the DELETE rate that followed: it is not
+  // used, and the rows are as many as node:http could answer.
+  const postRate =
+    settings.durationSeconds >= TRUSTED_POST_RATE_SECONDS
+      ? context.postRates.get(cell.store!)
+      : undefined;
   const bound = Math.min(context.rateBound, postRate === undefined ? Infinity : 3 * postRate);
   const seconds = settings.warmupSeconds + settings.durationSeconds + 1;
   const deletes = Math.ceil(bound * seconds * 1.2) + 2 * settings.connections;

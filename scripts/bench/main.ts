@@ -372,7 +372,7 @@ async function main(): Promise<number> {
     ).length;
     if (stores.some((store) => store !== 'postgres')) {
       notes.push(
-        'DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http\'s, times the run); POST runs start empty except "rows before".',
+        'DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http\'s, times the run; node:http\'s alone in runs under 5 s); POST runs start empty except "rows before".',
       );
     }
     const markdown = markdownReport({
