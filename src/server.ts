@@ -10,6 +10,9 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
   431: 'The request headers are too large.',
 };
 
+/** What node:http reports of a request it could not parse: the chunk, and where in it parsing failed. */
+type ClientError = NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number };
+
 /** An HTTP method as it starts a request line: the name, then no other letter. */
 const METHOD_TOKEN = /(?:GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT)(?![A-Za-z])/g;
 
@@ -19,7 +22,7 @@ const METHOD_TOKEN = /(?:GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT)(?
  * request, its body, can arrive in the same chunk. So the method is the last one in the chunk
  * before the position of the error (bytesParsed).
  */
-function failedRequestIsHead(error: { rawPacket?: Buffer; bytesParsed?: number }): boolean {
+function failedRequestIsHead(error: ClientError): boolean {
   const raw = error.rawPacket;
   if (raw === undefined) return false;
   const end = typeof error.bytesParsed === 'number' ? error.bytesParsed + 1 : raw.length;
@@ -28,10 +31,7 @@ function failedRequestIsHead(error: { rawPacket?: Buffer; bytesParsed?: number }
 }
 
 /** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
-function answerClientError(
-  error: NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number },
-  socket: Socket,
-): void {
+function answerClientError(error: ClientError, socket: Socket): void {
   const responding = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
     ?.headersSent;
   if (!socket.writable || responding === true || error.code === 'ECONNRESET') {

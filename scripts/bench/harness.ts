@@ -122,7 +122,7 @@ export function serverEnv(extra: Readonly<Record<string, string>>): NodeJS.Proce
 }
 
 /** Measured seconds from which a POST run's rate sizes the prefill of the DELETE runs after it. */
-const TRUSTED_POST_RATE_SECONDS = 5;
+export const TRUSTED_POST_RATE_SECONDS = 5;
 
 function rowsFor(cell: Cell, context: Context): number {
   const { settings } = context;

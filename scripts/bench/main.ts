@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { runProfile } from './profile';
 import type { Cell, Context, Measurement, Settings } from './harness';
-import { cleanUp, measureCell } from './harness';
+import { cleanUp, measureCell, TRUSTED_POST_RATE_SECONDS } from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
 import { hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
 import { markdownReport, summarise } from './report';
@@ -372,7 +372,7 @@ async function main(): Promise<number> {
     ).length;
     if (stores.some((store) => store !== 'postgres')) {
       notes.push(
-        'DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http\'s, times the run; node:http\'s alone in runs under 5 s); POST runs start empty except "rows before".',
+        `DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http's, times the run; node:http's alone in runs under ${TRUSTED_POST_RATE_SECONDS} s); POST runs start empty except "rows before".`,
       );
     }
     const markdown = markdownReport({
