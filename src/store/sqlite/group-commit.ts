@@ -1,6 +1,7 @@
 import { promisify } from 'node:util';
 import type Database from 'better-sqlite3';
 import { createBatcher } from '../batcher';
+import type { WalCheckpoints } from './wal-checkpoints';
 
 /** Runs writes in shared transactions; see createGroupCommit. */
 export interface GroupCommit {
@@ -23,10 +24,13 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * so batches grow with the time a sync takes, as they do when the commit itself syncs and holds
  * the event loop. If the sync fails, every write of that commit fails, since it may not survive
  * a power loss.
+ *
+ * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits.
  */
 export function createGroupCommit(
   db: Database.Database,
   syncAfterCommit?: SyncAfterCommit,
+  checkpoints?: WalCheckpoints,
 ): GroupCommit {
   const commitAll = db.transaction((batch: readonly (() => unknown)[]) =>
     batch.map((run) => run()),
@@ -36,8 +40,10 @@ export function createGroupCommit(
   // batch sent, only after its sync.
   const commits = createBatcher(
     async (batch: readonly (() => unknown)[]) => {
+      await checkpoints?.beforeCommit();
       const results = commitAll.immediate(batch);
       await sync?.();
+      checkpoints?.afterCommit(batch.length);
       return results;
     },
     { maxInFlight: 1, maxBatch: Infinity },

@@ -5,6 +5,11 @@ import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
 import { createGroupCommit, type SyncAfterCommit } from './group-commit';
 import { sqliteMigrations } from './migrations';
+import {
+  createWalCheckpoints,
+  DEFAULT_CHECKPOINT_EVERY_WRITES,
+  type WalCheckpoints,
+} from './wal-checkpoints';
 
 /** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
@@ -14,6 +19,8 @@ export interface SqliteStoreOptions {
   readonly synchronous: SqliteSynchronous;
   /** How long a write waits for another process's write lock before it fails as unavailable. */
   readonly busyTimeoutMs: number;
+  /** Writes between two checkpoints of the WAL (default DEFAULT_CHECKPOINT_EVERY_WRITES). */
+  readonly checkpointEveryWrites?: number;
 }
 
 interface TokenRow {
@@ -72,7 +79,11 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.close();
     throw error;
   }
-  return createSqlitePlantStore(db, options.synchronous === 'FULL' ? openWalSync(db) : undefined);
+  return createSqlitePlantStore(
+    db,
+    options.synchronous === 'FULL' ? openWalSync(db) : undefined,
+    createWalCheckpoints(db, options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES),
+  );
 }
 
 /**
@@ -95,7 +106,11 @@ interface WalSync {
 }
 
 /** The PlantStore over an open, migrated better-sqlite3 database; writes are group-committed. */
-export function createSqlitePlantStore(db: Database.Database, walSync?: WalSync): PlantStore {
+export function createSqlitePlantStore(
+  db: Database.Database,
+  walSync?: WalSync,
+  checkpoints?: WalCheckpoints,
+): PlantStore {
   const insertPlant = db.prepare(
     'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',
   );
@@ -117,7 +132,7 @@ export function createSqlitePlantStore(db: Database.Database, walSync?: WalSync)
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  const { write, settle } = createGroupCommit(db, walSync?.sync);
+  const { write, settle } = createGroupCommit(db, walSync?.sync, checkpoints);
   // The token change watch: data_version moves when another connection (another process, the token
   // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
   let seenDataVersion = dataVersion.get() as number;
@@ -168,6 +183,7 @@ export function createSqlitePlantStore(db: Database.Database, walSync?: WalSync)
       },
       async close() {
         await settle();
+        await checkpoints?.close();
         db.close();
         walSync?.close();
       },

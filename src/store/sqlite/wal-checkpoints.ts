@@ -1,0 +1,188 @@
+import { Worker } from 'node:worker_threads';
+import type Database from 'better-sqlite3';
+
+/** Writes between two restarts of the WAL: about as many pages, 30 to 40 MB of WAL. */
+export const DEFAULT_CHECKPOINT_EVERY_WRITES = 8000;
+
+/** A background pass may stop, and the short rest run on the store's own connection, once this few frames are left. */
+const TAIL_FRAMES = 300;
+
+/**
+ * Past this many times the threshold, commits wait for the checkpoint under way (or, with none
+ * under way, the store's connection checkpoints at once), so the WAL stays bounded even when the
+ * thread falls behind.
+ */
+const HARD_LIMIT_FACTOR = 3;
+
+/** Hooks the group commit calls around each transaction; see createWalCheckpoints. */
+export interface WalCheckpoints {
+  /** Before a transaction: the short end of a checkpoint, when one is due, on the store's connection. */
+  beforeCommit(): Promise<void> | undefined;
+  /** After a transaction of `writes` writes (and its sync): starts a background checkpoint when due. */
+  afterCommit(writes: number): void;
+  /** Waits for a background pass under way and stops the thread. */
+  close(): Promise<void>;
+}
+
+interface PassResult {
+  readonly busy: boolean;
+  /** Frames in the WAL, and how many of them are copied into the database file. */
+  readonly log: number;
+  readonly checkpointed: number;
+}
+
+type Reply = PassResult | { readonly error: string };
+
+/**
+ * The checkpoint thread's code: its own connection to the file, one PASSIVE checkpoint per
+ * message. Plain JavaScript run with `eval`, so that the same code serves the compiled service
+ * and the TypeScript tests.
+ */
+const THREAD_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.path, { fileMustExist: true });
+db.pragma('synchronous = NORMAL');
+db.pragma('cache_size = -256');
+const checkpoint = db.prepare('PRAGMA wal_checkpoint(PASSIVE)');
+parentPort.on('message', (message) => {
+  if (message === 'close') {
+    db.close();
+    parentPort.close();
+    return;
+  }
+  try {
+    const row = checkpoint.get();
+    parentPort.postMessage({ busy: row.busy !== 0, log: row.log, checkpointed: row.checkpointed });
+  } catch (error) {
+    parentPort.postMessage({ error: String(error && error.message) });
+  }
+});
+`;
+
+/** One thread with its own connection that runs a PASSIVE checkpoint per call. */
+class CheckpointThread {
+  private readonly worker: Worker;
+  private pending: ((reply: Reply) => void) | undefined;
+  private exited = false;
+  private readonly exit: Promise<void>;
+
+  constructor(file: string, onFailure: (reason: string) => void) {
+    this.worker = new Worker(THREAD_SOURCE, {
+      eval: true,
+      workerData: { path: file, driver: require.resolve('better-sqlite3') },
+      // It holds a connection and a few statements: a small heap is plenty.
+      resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
+    });
+    this.worker.on('message', (reply: Reply) => this.answer(reply));
+    this.worker.on('error', (error) => onFailure(error.message));
+    this.exit = new Promise((resolve) =>
+      this.worker.once('exit', (code) => {
+        this.exited = true;
+        this.answer({ error: `the checkpoint thread exited (${code})` });
+        resolve();
+      }),
+    );
+  }
+
+  private answer(reply: Reply): void {
+    const pending = this.pending;
+    this.pending = undefined;
+    pending?.(reply);
+  }
+
+  /** Runs one PASSIVE checkpoint on the thread's connection. */
+  pass(): Promise<Reply> {
+    if (this.exited) return Promise.resolve({ error: 'the checkpoint thread has exited' });
+    return new Promise((resolve) => {
+      this.pending = resolve;
+      this.worker.postMessage('pass');
+    });
+  }
+
+  async close(): Promise<void> {
+    if (!this.exited) this.worker.postMessage('close');
+    await this.exit;
+  }
+}
+
+/**
+ * Checkpoints of the store's WAL, mostly off the event loop. SQLite's own checkpoint runs inside
+ * the COMMIT that takes the WAL past 1,000 pages, on the event loop, and with scattered ids it
+ * copies and syncs nearly one page per write it covers: with a million plants, 22 ms of every
+ * 1,000 writes. Here the store's connection never checkpoints by itself
+ * (`wal_autocheckpoint = 0`); after `everyWrites` writes a thread with its own connection copies
+ * the WAL into the database file while commits go on (a PASSIVE checkpoint takes no lock that
+ * writers need), again while more than a few hundred frames are left, and then the store's
+ * connection copies the rest before its next transaction, which restarts the WAL from its
+ * beginning. A larger WAL also copies each page once for all the writes to it, and the thread's
+ * syncs of the database file no longer hold the event loop.
+ *
+ * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
+ * before it lets the WAL restart. If the thread fails, the connection checkpoints by itself again
+ * as SQLite does by default. The thread starts at the first checkpoint, so a store that writes
+ * little never starts it.
+ */
+export function createWalCheckpoints(db: Database.Database, everyWrites: number): WalCheckpoints {
+  db.pragma('wal_autocheckpoint = 0');
+  let thread: CheckpointThread | undefined;
+  let failed = false;
+  let writes = 0;
+  let phase: 'idle' | 'background' | 'tail' = 'idle';
+  let background: Promise<void> = Promise.resolve();
+
+  const fallBack = () => {
+    if (failed) return;
+    failed = true;
+    phase = 'idle';
+    db.pragma('wal_autocheckpoint = 1000');
+  };
+
+  const runInBackground = async (current: CheckpointThread) => {
+    for (;;) {
+      const reply = await current.pass();
+      if ('error' in reply) {
+        // An I/O error is the next commit's to report; the connection takes over checkpoints.
+        fallBack();
+        return;
+      }
+      // Busy: another connection (another process) is checkpointing; the rest is left to it.
+      if (reply.busy || reply.log - reply.checkpointed <= TAIL_FRAMES) break;
+    }
+    phase = 'tail';
+  };
+
+  /** Copies what is left on the store's connection, so that the next transaction restarts the WAL. */
+  const finish = () => {
+    if (failed) return;
+    try {
+      db.pragma('wal_checkpoint(PASSIVE)');
+    } catch {
+      // Not the writes' failure: SQLite's own checkpoints take over, and report in COMMIT what persists.
+      fallBack();
+    }
+    phase = 'idle';
+    writes = 0;
+  };
+
+  return {
+    beforeCommit() {
+      if (failed || (phase !== 'tail' && writes < HARD_LIMIT_FACTOR * everyWrites)) return;
+      if (phase === 'background') return background.then(finish);
+      finish();
+      return undefined;
+    },
+    afterCommit(count) {
+      if (failed) return;
+      writes += count;
+      if (phase !== 'idle' || writes < everyWrites) return;
+      thread ??= new CheckpointThread(db.name, fallBack);
+      phase = 'background';
+      background = runInBackground(thread);
+    },
+    async close() {
+      await background;
+      await thread?.close();
+    },
+  };
+}

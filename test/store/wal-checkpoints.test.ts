@@ -1,0 +1,146 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import type { PlantStore } from '../../src/store/plant-store';
+import {
+  openSqlitePlantStore,
+  type SqliteSynchronous,
+} from '../../src/store/sqlite/sqlite-plant-store';
+
+/** Checkpoints after this many writes: small, so that a test goes through many of them. */
+const EVERY = 100;
+
+let dir: string;
+let file: string;
+let store: PlantStore | undefined;
+
+beforeEach(() => {
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-checkpoints-'));
+  file = path.join(dir, 'plants.sqlite');
+});
+afterEach(async () => {
+  await store?.close();
+  store = undefined;
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+function open(synchronous: SqliteSynchronous): PlantStore {
+  store = openSqlitePlantStore({
+    path: file,
+    synchronous,
+    busyTimeoutMs: 1000,
+    checkpointEveryWrites: EVERY,
+  });
+  return store;
+}
+
+/** Frames the WAL file has room for: its largest size so far, since a restart reuses the file. */
+function walFrames(): number {
+  const size = fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0;
+  return Math.max(0, (size - 32) / (4096 + 24));
+}
+
+/** An id far from its neighbours, so that each write lands on a page of its own, as clients' ids do. */
+const scattered = (n: number) => (BigInt(n) * 0x1e3779b97f4a7c15n) % (1n << 62n);
+
+/** `commits` transactions of `perCommit` writes each (one batch per turn of the event loop). */
+async function writeInBatches(target: PlantStore, commits: number, perCommit: number, from = 0) {
+  for (let c = 0; c < commits; c++) {
+    const batch = Array.from({ length: perCommit }, (_, i) =>
+      target.createPlant({ id: scattered(from + c * perCommit + i), name: `plant ${i}` }),
+    );
+    expect((await Promise.all(batch)).every((plant) => plant !== undefined)).toBe(true);
+  }
+}
+
+/** Rows in the database file alone, without its WAL: what checkpoints have copied into it. */
+function rowsInFileAlone(): number {
+  const copy = path.join(dir, 'file-alone.sqlite');
+  fs.copyFileSync(file, copy);
+  const db = new Database(copy, { readonly: true });
+  try {
+    const exists = db
+      .prepare("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'plants'")
+      .pluck()
+      .get();
+    return exists === 0 ? 0 : (db.prepare('SELECT COUNT(*) FROM plants').pluck().get() as number);
+  } finally {
+    db.close();
+  }
+}
+
+describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchronous=%s)', (mode) => {
+  it('copies the WAL into the database file and restarts it, keeping it far below its unchecked size', async () => {
+    const target = open(mode);
+
+    await writeInBatches(target, 300, 10);
+
+    // Unchecked, 300 commits of 10 scattered rows append well over 1,000 frames (SQLite's own
+    // threshold); restarted every few hundred writes, the WAL never grows to half of that.
+    expect(walFrames()).toBeGreaterThan(0);
+    expect(walFrames()).toBeLessThan(500);
+    // Everything up to the last restart is in the file itself.
+    expect(rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
+  });
+
+  it('keeps every answered write across a close and a reopen, and leaves no WAL behind', async () => {
+    await writeInBatches(open(mode), 200, 15);
+    await store!.close();
+    store = undefined;
+
+    // The checkpoint thread's connection closed first, so the store's was the last and removed the WAL.
+    expect(fs.existsSync(`${file}-wal`)).toBe(false);
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(3000);
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    } finally {
+      db.close();
+    }
+  });
+
+  it('goes on answering reads and writes of other turns while a checkpoint is under way', async () => {
+    const target = open(mode);
+    await writeInBatches(target, 30, 10);
+    // Many small commits, each in its own turn, while the thread copies in the background.
+    for (let i = 0; i < 300; i++) {
+      const id = scattered(10_000 + i);
+      expect(await target.createPlant({ id, name: 'later' })).toEqual({ name: 'later' });
+      if (i % 3 === 0) expect(await target.deletePlant(id)).toBe(true);
+    }
+    expect(walFrames()).toBeLessThan(500);
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(300 + 200);
+    } finally {
+      db.close();
+    }
+  });
+});
+
+describe('WAL checkpoints with a second store on the same file', () => {
+  it('share the file with another connection that checkpoints too, losing nothing', async () => {
+    const first = open('FULL');
+    const second = openSqlitePlantStore({
+      path: file,
+      synchronous: 'FULL',
+      busyTimeoutMs: 1000,
+      checkpointEveryWrites: EVERY,
+    });
+    try {
+      await Promise.all([
+        writeInBatches(first, 100, 10),
+        writeInBatches(second, 100, 10, 1_000_000),
+      ]);
+    } finally {
+      await second.close();
+    }
+    const db = new Database(file, { readonly: true });
+    try {
+      expect(db.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(2000);
+    } finally {
+      db.close();
+    }
+  });
+});
