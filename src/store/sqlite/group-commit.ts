@@ -40,7 +40,8 @@ export function createGroupCommit(
   // batch sent, only after its sync.
   const commits = createBatcher(
     async (batch: readonly (() => unknown)[]) => {
-      await checkpoints?.beforeCommit();
+      const checkpointEnd = checkpoints?.beforeCommit();
+      if (checkpointEnd !== undefined) await checkpointEnd;
       const results = commitAll.immediate(batch);
       await sync?.();
       checkpoints?.afterCommit(batch.length);

@@ -106,15 +106,15 @@ class CheckpointThread {
 /**
  * Checkpoints of the store's WAL, mostly off the event loop. SQLite's own checkpoint runs inside
  * the COMMIT that takes the WAL past 1,000 pages, on the event loop, and with scattered ids it
- * copies and syncs nearly one page per write it covers: with a million plants, 22 ms of every
- * 1,000 writes. Here the store's connection never checkpoints by itself
+ * copies and syncs nearly one page per write it covers: with a million plants, 26 ms of every
+ * 1,000 writes (`npm run bench:checkpoints`). Here the store's connection never checkpoints by itself
  * (`wal_autocheckpoint = 0`); after `everyWrites` writes a thread with its own connection copies
  * the WAL into the database file while commits go on (a PASSIVE checkpoint takes no lock that
  * writers need). Then, before the next commit, the store's connection copies the few hundred
  * frames committed meanwhile, and that commit restarts the WAL from its beginning. The bulk of
  * the copying and syncing leaves the event loop, and a larger WAL copies each page once for all
- * the writes to it: with a million plants, 10,000 frames cost 5.6 ms of CPU per 1,000 writes
- * against 11.7 ms for SQLite's 1,000. (The end cannot be left to the thread: while commits go on,
+ * the writes to it: with a million plants, one checkpoint per 8,000 writes costs 6.2 µs of CPU
+ * per write against 11.9 µs for SQLite's every 1,000 pages. (The end cannot be left to the thread: while commits go on,
  * each pass leaves about as many new frames as its own syncs took time; and a thread's pass with
  * commits held measured slower, since it shares the server's core with the event loop.)
  *
