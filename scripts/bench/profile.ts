@@ -121,10 +121,12 @@ export async function runProfile(
     context,
     { dir, intervalUs, probeOut },
   );
+  // node names each thread's profile CPU.<date>.<time>.<pid>.<thread id>.<sequence>.cpuprofile;
+  // the main thread's id is 0 (the SQLite store's checkpoint thread writes one of its own).
   const created = fs
     .readdirSync(dir)
-    .filter((name) => name.endsWith('.cpuprofile') && !before.has(name));
-  if (created.length === 0) throw new Error(`no .cpuprofile appeared in ${dir}`);
+    .filter((name) => /\.\d+\.0\.\d+\.cpuprofile$/.test(name) && !before.has(name));
+  if (created.length === 0) throw new Error(`no main-thread .cpuprofile appeared in ${dir}`);
   const file = path.join(dir, created.sort().at(-1)!);
   const renamed = path.join(dir, `service-${store}-post.cpuprofile`);
   fs.renameSync(file, renamed);

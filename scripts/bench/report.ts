@@ -31,9 +31,17 @@ export interface CellSummary {
   readonly stealCpuPercent: number;
   /** Requests answered per CPU-second of the server: its efficiency, whatever limited the rate. */
   readonly requestsPerServerCpuSecond: number;
+  /** Each round's figures, in round order, for ratios of two cells measured side by side. */
+  readonly perRound: readonly RoundFigures[];
   /** Requests/s over the medians of (2) and (1). */
   readonly vsExpress: number | undefined;
   readonly vsNodeHttp: number | undefined;
+}
+
+export interface RoundFigures {
+  readonly round: number;
+  readonly requestsPerSecond: number;
+  readonly requestsPerServerCpuSecond: number;
 }
 
 export function median(values: readonly number[]): number {
@@ -61,6 +69,9 @@ const WORKLOAD_LABELS = {
   delete: 'DELETE /plants/{id}',
   mix: '50/50 POST + DELETE',
 };
+
+const requestsPerServerCpuSecond = (m: Measurement) =>
+  m.load.requestsPerSecond / (m.serverCpuPercent / 100);
 
 export function summarise(
   cells: readonly Cell[],
@@ -100,9 +111,12 @@ export function summarise(
       otherCpuPercent: median(runs.map((m) => m.otherCpuPercent)),
       databaseCpuPercent: median(runs.map((m) => m.databaseCpuPercent)),
       stealCpuPercent: median(runs.map((m) => m.stealCpuPercent)),
-      requestsPerServerCpuSecond: median(
-        runs.map((m) => m.load.requestsPerSecond / (m.serverCpuPercent / 100)),
-      ),
+      requestsPerServerCpuSecond: median(runs.map(requestsPerServerCpuSecond)),
+      perRound: runs.map((m) => ({
+        round: m.round,
+        requestsPerSecond: m.load.requestsPerSecond,
+        requestsPerServerCpuSecond: requestsPerServerCpuSecond(m),
+      })),
     };
   });
   const rateOf = (id: string) => partial.find((s) => s.id === id)?.requestsPerSecond;
@@ -175,28 +189,54 @@ export function markdownTable(summaries: readonly CellSummary[]): string {
 
 export interface Comparison {
   readonly what: string;
+  /** Of the cells' median requests/s. */
   readonly value: number;
+  /** Of each round's requests/s (the two cells run minutes apart at most), in round order. */
+  readonly perRound: readonly number[];
+  /** Of the cells' requests per server CPU-second: the CPU cost, whatever else limited the rate. */
+  readonly perCpuSecond: number;
+}
+
+function compare(what: string, a: CellSummary, b: CellSummary): Comparison {
+  const perRound = a.perRound.flatMap((x) => {
+    const y = b.perRound.find((candidate) => candidate.round === x.round);
+    return y === undefined ? [] : [x.requestsPerSecond / y.requestsPerSecond];
+  });
+  return {
+    what,
+    value: a.requestsPerSecond / b.requestsPerSecond,
+    perRound,
+    perCpuSecond: a.requestsPerServerCpuSecond / b.requestsPerServerCpuSecond,
+  };
 }
 
 /** FULL over NORMAL, and a large store over an empty one, in requests/s. */
 export function comparisons(summaries: readonly CellSummary[]): Comparison[] {
-  const rate = (id: string) => summaries.find((s) => s.id === id)?.requestsPerSecond;
+  const find = (id: string) => summaries.find((s) => s.id === id);
   const out: Comparison[] = [];
   for (const workload of ['post', 'delete', 'mix']) {
-    const full = rate(`sqlite-full/${workload}`);
-    const normal = rate(`sqlite-normal/${workload}`);
+    const full = find(`sqlite-full/${workload}`);
+    const normal = find(`sqlite-normal/${workload}`);
     if (full !== undefined && normal !== undefined) {
-      out.push({ what: `SQLite FULL ÷ NORMAL, ${workload}`, value: full / normal });
+      out.push(compare(`SQLite FULL ÷ NORMAL, ${workload}`, full, normal));
     }
   }
   for (const store of ['sqlite-full', 'sqlite-normal', 'postgres']) {
-    const empty = rate(`${store}/post`);
-    const large = rate(`${store}/post@large`);
+    const empty = find(`${store}/post`);
+    const large = find(`${store}/post@large`);
     if (empty !== undefined && large !== undefined) {
-      out.push({ what: `${store}: POST with the large store ÷ empty store`, value: large / empty });
+      out.push(compare(`${store}: POST with the large store ÷ empty store`, large, empty));
     }
   }
   return out;
+}
+
+function comparisonLine(c: Comparison): string {
+  const rounds =
+    c.perRound.length < 2
+      ? ''
+      : `round by round ${c.perRound.map((r) => `${fixed(r, 2)}x`).join(', ')}; `;
+  return `- ${c.what}: ${fixed(c.value, 2)}x (${rounds}per server CPU-second ${fixed(c.perCpuSecond, 2)}x)`;
 }
 
 export interface TargetCheck {
@@ -314,9 +354,7 @@ export function markdownReport(options: {
     '"steal" what the hypervisor gave to other machines.',
     '',
     ...warnings(summaries),
-    ...(compared.length === 0
-      ? []
-      : ['## Comparisons', '', ...compared.map((c) => `- ${c.what}: ${fixed(c.value, 2)}x`), '']),
+    ...(compared.length === 0 ? [] : ['## Comparisons', '', ...compared.map(comparisonLine), '']),
     ...(targets.length === 0
       ? []
       : [
