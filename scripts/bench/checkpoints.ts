@@ -16,7 +16,7 @@ import { hasTaskset, pinSelf } from './proc';
 
 const USAGE = `Usage: npm run bench:checkpoints -- [options]
   --rows LIST       plants stored before each run (default 0,1000000)
-  --every LIST      writes one checkpoint covers (default 1000,8000)
+  --every LIST      writes one checkpoint covers (default 1000,8000,16000)
   --writes N        writes measured per run (default 40000)
   --data-dir DIR    where the SQLite files go, on a real disk (default data/bench/stores)`;
 
@@ -104,7 +104,7 @@ function main(): void {
   const { values } = parseArgs({
     options: {
       rows: { type: 'string', default: '0,1000000' },
-      every: { type: 'string', default: '1000,8000' },
+      every: { type: 'string', default: '1000,8000,16000' },
       writes: { type: 'string', default: '40000' },
       'data-dir': { type: 'string' },
       help: { type: 'boolean', default: false },

@@ -1,8 +1,11 @@
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 
-/** Writes between two restarts of the WAL: about as many pages, 30 to 40 MB of WAL. */
-export const DEFAULT_CHECKPOINT_EVERY_WRITES = 8000;
+/**
+ * Writes between two restarts of the WAL. With scattered ids a write adds about 1.3 pages to the
+ * WAL, so the file grows to about 22,000 pages (90 MB) and stays that size while the store runs.
+ */
+export const DEFAULT_CHECKPOINT_EVERY_WRITES = 16000;
 
 /**
  * Past this many times the threshold, commits wait for the checkpoint under way (or, with none
@@ -113,10 +116,14 @@ class CheckpointThread {
  * writers need). Then, before the next commit, the store's connection copies the few hundred
  * frames committed meanwhile, and that commit restarts the WAL from its beginning. The bulk of
  * the copying and syncing leaves the event loop, and a larger WAL copies each page once for all
- * the writes to it: with a million plants, one checkpoint per 8,000 writes costs 6.2 µs of CPU
- * per write against 11.9 µs for SQLite's every 1,000 pages. (The end cannot be left to the thread: while commits go on,
- * each pass leaves about as many new frames as its own syncs took time; and a thread's pass with
- * commits held measured slower, since it shares the server's core with the event loop.)
+ * the writes to it: with a million plants, the checkpoints cost 2.5 µs of CPU per write at one
+ * per 16,000 writes, 3.6 µs at one per 8,000 and 4.8 µs at SQLite's every 1,000 pages
+ * (`npm run bench:checkpoints`). The end holds the event loop while the database file is
+ * synced: with a million plants mostly about 25 ms on the benchmark's machine, whether it copies
+ * 40 frames or 600, so fewer ends are what a larger threshold buys most (README "Performance"). (The end cannot be left to the thread:
+ * while commits go on, each pass leaves about as many new frames as its own syncs took time; and
+ * a thread's pass with commits held measured slower, since it shares the server's core with the
+ * event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
  * before it lets the WAL restart. If the thread fails, the connection checkpoints by itself again
