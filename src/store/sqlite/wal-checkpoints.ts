@@ -120,10 +120,10 @@ class CheckpointThread {
  * per 16,000 writes, 3.6 µs at one per 8,000 and 4.8 µs at SQLite's every 1,000 pages
  * (`npm run bench:checkpoints`). The end holds the event loop while the database file is
  * synced: with a million plants mostly about 25 ms on the benchmark's machine, whether it copies
- * 40 frames or 600, so fewer ends are what a larger threshold buys most (README "Performance"). (The end cannot be left to the thread:
- * while commits go on, each pass leaves about as many new frames as its own syncs took time; and
- * a thread's pass with commits held measured slower, since it shares the server's core with the
- * event loop.)
+ * 40 frames or 600, so fewer ends are what a larger threshold buys most (README "Performance").
+ * (The end cannot be left to the thread: while commits go on, each pass leaves about as many new
+ * frames as its own syncs took time; and a thread's pass with commits held measured slower, since
+ * it shares the server's core with the event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
  * before it lets the WAL restart. If the thread fails, the connection checkpoints by itself again
