@@ -204,17 +204,23 @@ export interface Comparison {
   readonly perCpuSecond: number;
 }
 
-function compare(what: string, a: CellSummary, b: CellSummary): Comparison {
+/** Cell `a`'s requests/s over cell `b`'s: paired by round (see Comparison.value), and as medians. */
+function ratioOf(
+  a: CellSummary,
+  b: CellSummary,
+): Pick<Comparison, 'value' | 'ofMedians' | 'perRound'> {
   const perRound = a.perRound.flatMap((x) => {
     const y = b.perRound.find((candidate) => candidate.round === x.round);
     return y === undefined ? [] : [x.requestsPerSecond / y.requestsPerSecond];
   });
   const ofMedians = a.requestsPerSecond / b.requestsPerSecond;
+  return { value: perRound.length >= 2 ? median(perRound) : ofMedians, ofMedians, perRound };
+}
+
+function compare(what: string, a: CellSummary, b: CellSummary): Comparison {
   return {
     what,
-    value: perRound.length >= 2 ? median(perRound) : ofMedians,
-    ofMedians,
-    perRound,
+    ...ratioOf(a, b),
     perCpuSecond: a.requestsPerServerCpuSecond / b.requestsPerServerCpuSecond,
   };
 }
@@ -244,7 +250,7 @@ function comparisonLine(c: Comparison): string {
   const rounds =
     c.perRound.length < 2
       ? ''
-      : `median of the rounds' ratios ${c.perRound.map((r) => `${fixed(r, 2)}x`).join(', ')}; ` +
+      : `rounds ${c.perRound.map((r) => `${fixed(r, 2)}x`).join(', ')}; ` +
         `ratio of the medians ${fixed(c.ofMedians, 2)}x; `;
   return `- ${c.what}: ${fixed(c.value, 2)}x (${rounds}per server CPU-second ${fixed(c.perCpuSecond, 2)}x)`;
 }
@@ -280,7 +286,7 @@ export function targetChecks(summaries: readonly CellSummary[]): TargetCheck[] {
   const full = find('sqlite-full/post');
   const normal = find('sqlite-normal/post');
   if (full !== undefined && normal !== undefined) {
-    const { value } = compare('', full, normal);
+    const { value } = ratioOf(full, normal);
     checks.push({
       target: 'SQLite FULL POST >= 0.9x NORMAL POST',
       measured: `${fixed(value, 2)}x`,
@@ -291,7 +297,7 @@ export function targetChecks(summaries: readonly CellSummary[]): TargetCheck[] {
     const empty = find(`${store}/post`);
     const large = find(`${store}/post@large`);
     if (empty === undefined || large === undefined) continue;
-    const { value } = compare('', large, empty);
+    const { value } = ratioOf(large, empty);
     checks.push({
       target: `${store}: POST with ${whole(large.rowsBefore)} rows within 10% of empty`,
       measured: `${fixed(value, 2)}x`,
