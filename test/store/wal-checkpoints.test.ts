@@ -25,15 +25,23 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function open(synchronous: SqliteSynchronous): PlantStore {
-  store = openSqlitePlantStore({
+function openOver(synchronous: SqliteSynchronous): PlantStore {
+  return openSqlitePlantStore({
     path: file,
     synchronous,
     busyTimeoutMs: 1000,
     checkpointEveryWrites: EVERY,
   });
+}
+
+/** The store of the test, closed after it. */
+function open(synchronous: SqliteSynchronous): PlantStore {
+  store = openOver(synchronous);
   return store;
 }
+
+/** Another store over the same file, in the same process; the test closes it. */
+const openSecond = () => openOver('FULL');
 
 /** Frames the WAL file has room for: its largest size so far, since a restart reuses the file. */
 function walFrames(): number {
@@ -119,15 +127,61 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
   });
 });
 
+/** Descriptors this process holds on `target` (Linux: /proc/self/fd). */
+function descriptorsOf(target: string): number {
+  const real = fs.realpathSync(target);
+  return fs.readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`) === real;
+    } catch {
+      return false; // the directory's own descriptor, gone once listed
+    }
+  }).length;
+}
+
+/** POSIX locks this process holds on `target` (Linux: /proc/locks, "N: POSIX ADVISORY READ pid dev:ino start end"). */
+function locksOf(target: string): number {
+  const inode = `:${fs.statSync(target).ino}`;
+  return fs
+    .readFileSync('/proc/locks', 'utf8')
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter((fields) => fields[4] === String(process.pid) && fields[5]?.endsWith(inode)).length;
+}
+
+const onLinux = process.platform === 'linux' ? it : it.skip;
+
 describe('WAL checkpoints with a second store on the same file', () => {
+  onLinux(
+    "keep the other store's lock on the database file when one closes, and give back the thread's descriptor",
+    async () => {
+      const first = open('FULL');
+      const second = openSecond();
+      // Past the threshold, so that both start a checkpoint thread, which syncs through a
+      // descriptor of the database file.
+      await writeInBatches(first, 20, 10);
+      await writeInBatches(second, 20, 10, 1_000_000);
+      // An open connection in WAL mode holds a shared lock on the database file.
+      expect(locksOf(file)).toBeGreaterThan(0);
+
+      await second.close();
+      // Closing a descriptor of the file would have dropped the process's locks, the first
+      // store's included, and another process could then remove the WAL it still uses.
+      expect(locksOf(file)).toBeGreaterThan(0);
+      expect(await first.createPlant({ id: scattered(5_000_000), name: 'after' })).toEqual({
+        name: 'after',
+      });
+
+      await first.close();
+      store = undefined;
+      expect(descriptorsOf(file)).toBe(0);
+      expect(locksOf(file)).toBe(0);
+    },
+  );
+
   it('share the file with another connection that checkpoints too, losing nothing', async () => {
     const first = open('FULL');
-    const second = openSqlitePlantStore({
-      path: file,
-      synchronous: 'FULL',
-      busyTimeoutMs: 1000,
-      checkpointEveryWrites: EVERY,
-    });
+    const second = openSecond();
     try {
       await Promise.all([
         writeInBatches(first, 100, 10),

@@ -185,6 +185,7 @@ export function createSqlitePlantStore(
         await settle();
         await checkpoints?.close();
         db.close();
+        checkpoints?.release();
         walSync?.close();
       },
       tokenChanges: {

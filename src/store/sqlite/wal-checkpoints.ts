@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 
@@ -22,6 +23,11 @@ export interface WalCheckpoints {
   afterCommit(writes: number): void;
   /** Waits for a background pass under way and stops the thread. */
   close(): Promise<void>;
+  /**
+   * Gives back the thread's descriptor of the database file (see DatabaseFileDescriptors). Only
+   * after the store's connection is closed.
+   */
+  release(): void;
 }
 
 interface PassResult {
@@ -35,10 +41,17 @@ type Reply = PassResult | { readonly error: string };
 
 /**
  * The checkpoint thread's code: its own connection to the file, one PASSIVE checkpoint per
- * message. Plain JavaScript run with `eval`, so that the same code serves the compiled service
- * and the TypeScript tests.
+ * message, then an fdatasync of the database file. SQLite syncs the database file only when a
+ * checkpoint copies the WAL to its very end, which a pass never does while commits go on; the
+ * end on the store's connection did, and so flushed the whole pass's scattered pages while it held
+ * the event loop (with a million plants, 80 to 110 ms of its 90 to 120 on the benchmark's slowest
+ * machine). Synced here, off the event loop, the end flushes only the pages it copies itself.
+ * The descriptor is the main thread's (workerData.fd; see DatabaseFileDescriptors), never closed
+ * here. Plain JavaScript run with `eval`, so that the same code serves the compiled service and
+ * the TypeScript tests.
  */
 const THREAD_SOURCE = `
+const fs = require('node:fs');
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.path, { fileMustExist: true });
@@ -53,12 +66,47 @@ parentPort.on('message', (message) => {
   }
   try {
     const row = checkpoint.get();
+    if (row.checkpointed > 0) fs.fdatasyncSync(workerData.fd);
     parentPort.postMessage({ busy: row.busy !== 0, log: row.log, checkpointed: row.checkpointed });
   } catch (error) {
     parentPort.postMessage({ error: String(error && error.message) });
   }
 });
 `;
+
+/**
+ * Descriptors of database files for the checkpoint thread's syncs, one per file and process,
+ * shared by the stores of this process over that file. Closing any descriptor of a file drops
+ * every POSIX lock the process holds on it, SQLite's included: an open connection in WAL mode
+ * holds a shared lock on the database file, and once it is gone another process's last close may
+ * checkpoint and delete the WAL this one still uses. SQLite guards its own descriptors against
+ * that; this one is closed only when the last store of the process over the file has given it
+ * back, each after closing its connection.
+ */
+const databaseFileDescriptors = new Map<string, { readonly fd: number; users: number }>();
+
+function acquireDatabaseFile(file: string): { readonly fd: number; release(): void } {
+  const { dev, ino } = fs.statSync(file);
+  const key = `${dev}:${ino}`;
+  let entry = databaseFileDescriptors.get(key);
+  if (entry === undefined) {
+    entry = { fd: fs.openSync(file, 'r'), users: 0 };
+    databaseFileDescriptors.set(key, entry);
+  }
+  entry.users++;
+  const held = entry;
+  let released = false;
+  return {
+    fd: held.fd,
+    release() {
+      if (released) return;
+      released = true;
+      if (--held.users > 0) return;
+      databaseFileDescriptors.delete(key);
+      fs.closeSync(held.fd);
+    },
+  };
+}
 
 /** One thread with its own connection that runs a PASSIVE checkpoint per call. */
 class CheckpointThread {
@@ -67,10 +115,10 @@ class CheckpointThread {
   private exited = false;
   private readonly exit: Promise<void>;
 
-  constructor(file: string, onFailure: (reason: string) => void) {
+  constructor(file: string, fd: number, onFailure: (reason: string) => void) {
     this.worker = new Worker(THREAD_SOURCE, {
       eval: true,
-      workerData: { path: file, driver: require.resolve('better-sqlite3') },
+      workerData: { path: file, fd, driver: require.resolve('better-sqlite3') },
       // It holds a connection and a few statements: a small heap is plenty.
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
@@ -118,21 +166,23 @@ class CheckpointThread {
  * the copying and syncing leaves the event loop, and a larger WAL copies each page once for all
  * the writes to it: with a million plants, the checkpoints cost 2.5 µs of CPU per write at one
  * per 16,000 writes, 3.6 µs at one per 8,000 and 4.8 µs at SQLite's every 1,000 pages
- * (`npm run bench:checkpoints`). The end holds the event loop while the database file is
- * synced: with a million plants mostly about 25 ms on the benchmark's machine, whether it copies
- * 40 frames or 600, so fewer ends are what a larger threshold buys most (README "Performance").
- * (The end cannot be left to the thread: while commits go on, each pass leaves about as many new
- * frames as its own syncs took time; and a thread's pass with commits held measured slower, since
- * it shares the server's core with the event loop.)
+ * (`npm run bench:checkpoints`). The end holds the event loop while it copies and syncs the
+ * frames committed during the pass; the thread syncs the database file after its own copy (see
+ * THREAD_SOURCE), so with a million plants the end takes about 6 ms under FULL and 35 to 45 ms
+ * under NORMAL, whose end must first sync the WAL that commits left unsynced (README
+ * "Performance"). (The end cannot be left to the thread: while commits go on, each pass leaves
+ * new frames behind; and a thread's pass with commits held measured slower, since it shares the
+ * server's core with the event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
- * before it lets the WAL restart. If the thread fails, the connection checkpoints by itself again
+ * before it lets the WAL restart (the thread's own sync only moves most of that work earlier). If the thread fails, the connection checkpoints by itself again
  * as SQLite does by default. The thread starts at the first checkpoint, so a store that writes
  * little never starts it.
  */
 export function createWalCheckpoints(db: Database.Database, everyWrites: number): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
+  let databaseFile: ReturnType<typeof acquireDatabaseFile> | undefined;
   let failed = false;
   let writes = 0;
   let phase: 'idle' | 'background' | 'tail' = 'idle';
@@ -180,7 +230,14 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
       if (failed) return;
       writes += count;
       if (phase !== 'idle' || writes < everyWrites) return;
-      thread ??= new CheckpointThread(db.name, fallBack);
+      try {
+        databaseFile ??= acquireDatabaseFile(db.name);
+      } catch {
+        // No descriptor (too many open files, say): SQLite's own checkpoints take over.
+        fallBack();
+        return;
+      }
+      thread ??= new CheckpointThread(db.name, databaseFile.fd, fallBack);
       phase = 'background';
       background = pass(thread).then(() => {
         if (phase === 'background') phase = 'tail';
@@ -189,6 +246,9 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
     async close() {
       await background;
       await thread?.close();
+    },
+    release() {
+      databaseFile?.release();
     },
   };
 }
