@@ -31,7 +31,7 @@ export interface WalCheckpoints {
   /** Waits for a background pass under way and stops the thread. */
   close(): Promise<void>;
   /**
-   * Gives back the thread's descriptor of the database file (see DatabaseFileDescriptors). Only
+   * Gives back the thread's descriptor of the database file (see databaseFileDescriptors). Only
    * after the store's connection is closed.
    */
   release(): void;
@@ -53,7 +53,7 @@ type Reply = PassResult | { readonly error: string };
  * end on the store's connection did, and so flushed the whole pass's scattered pages while it held
  * the event loop (with a million plants, 80 to 110 ms of its 90 to 120 on the benchmark's slowest
  * machine). Synced here, off the event loop, the end flushes only the pages it copies itself.
- * The descriptor is the main thread's (workerData.fd; see DatabaseFileDescriptors), never closed
+ * The descriptor is the main thread's (workerData.fd; see databaseFileDescriptors), never closed
  * here. Plain JavaScript run with `eval`, so that the same code serves the compiled service and
  * the TypeScript tests.
  */
@@ -182,9 +182,9 @@ class CheckpointThread {
  * shares the server's core with the event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
- * before it lets the WAL restart (the thread's own sync only moves most of that work earlier). If the thread fails, the connection checkpoints by itself again
- * as SQLite does by default. The thread starts at the first checkpoint, so a store that writes
- * little never starts it.
+ * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
+ * If the thread fails, the connection checkpoints by itself again as SQLite does by default. The
+ * thread starts at the first checkpoint, so a store that writes little never starts it.
  */
 export function createWalCheckpoints(db: Database.Database, everyWrites: number): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
