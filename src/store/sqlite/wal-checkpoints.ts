@@ -92,6 +92,7 @@ parentPort.on('message', (message) => {
  */
 const databaseFileDescriptors = new Map<string, { readonly fd: number; users: number }>();
 
+/** One store's hold on a descriptor of databaseFileDescriptors; `release` once, as WalCheckpoints does. */
 function acquireDatabaseFile(file: string): { readonly fd: number; release(): void } {
   const { dev, ino } = fs.statSync(file);
   const key = `${dev}:${ino}`;
@@ -102,12 +103,9 @@ function acquireDatabaseFile(file: string): { readonly fd: number; release(): vo
   }
   entry.users++;
   const held = entry;
-  let released = false;
   return {
     fd: held.fd,
     release() {
-      if (released) return;
-      released = true;
       if (--held.users > 0) return;
       databaseFileDescriptors.delete(key);
       fs.closeSync(held.fd);
@@ -263,6 +261,7 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
     },
     release() {
       databaseFile?.release();
+      databaseFile = undefined;
     },
   };
 }
