@@ -372,6 +372,20 @@ export interface components {
             };
         };
         /**
+         * @description Conditional GET (RFC 9110 section 13.1.2): the request's `If-None-Match` is `*`, which
+         *     these resources always match since they always have a current representation, or, on
+         *     `/docs/assets/{file}`, names the file's `ETag`. The answer has no content and keeps the
+         *     headers of a 200 but `Content-Type` and `Content-Length`. No other precondition is
+         *     evaluated: the service sends no other entity tag and no `Last-Modified`, and a request
+         *     with `Cache-Control: no-cache` always gets the representation.
+         */
+        NotModified: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
+        /**
          * @description The store cannot be reached or is overloaded. Nothing was changed unless the store had
          *     already committed; the request may be retried after the time in `Retry-After`.
          */
@@ -409,6 +423,12 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /**
+         * @description A strong entity tag of the file's bytes (RFC 9110 section 8.8.3). Send it back in
+         *     `If-None-Match` to be answered 304, with no content, while the file is unchanged.
+         * @example "nB5rP0o1Xl2n7dK9yq3Jw6mH8sT"
+         */
+        ETag: string;
         /**
          * @description Seconds to wait before retrying.
          * @example 1
@@ -514,6 +534,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
         };
     };
@@ -540,6 +561,7 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -568,6 +590,7 @@ export interface operations {
                     "application/yaml": string;
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
         };
     };
@@ -598,6 +621,7 @@ export interface operations {
                     "application/json": Record<string, never>;
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
         };
     };
@@ -626,6 +650,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
             500: components["responses"]["InternalError"];
         };
@@ -648,6 +673,7 @@ export interface operations {
             /** @description The file. */
             200: {
                 headers: {
+                    ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -657,6 +683,7 @@ export interface operations {
                     "text/javascript": string;
                 };
             };
+            304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
             500: components["responses"]["InternalError"];
         };

@@ -111,3 +111,100 @@ describe('headers on every response', () => {
     expect(res.headers['x-powered-by']).toBeUndefined();
   });
 });
+
+interface GetOperation {
+  readonly parameters?: readonly { name: string; schema?: { enum?: string[] } }[];
+}
+
+/** Every GET target of the contract, a path parameter replaced by each value of its enum. */
+function contractGets(): string[] {
+  const { paths } = YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')) as {
+    paths: Record<string, { get?: GetOperation }>;
+  };
+  return Object.entries(paths).flatMap(([template, item]) => {
+    if (item.get === undefined) return [];
+    const param = item.get.parameters?.find(({ name }) => template.includes(`{${name}}`));
+    if (param === undefined) return [template];
+    return (param.schema?.enum ?? []).map((value) => template.replace(`{${param.name}}`, value));
+  });
+}
+
+describe('conditional GETs (the contract: NotModified)', () => {
+  const GETS = contractGets();
+
+  it('covers every GET of the contract', () => {
+    expect(GETS).toEqual(expect.arrayContaining(['/healthz', '/docs/assets/swagger-ui.css']));
+    expect(GETS).toHaveLength(8);
+  });
+
+  it.each(GETS)(
+    'GET %s with If-None-Match: * answers 304 without content, keeping the other headers',
+    async (path) => {
+      const plain = await request(t.app).get(path);
+      expect(plain.status).toBe(200);
+      const res = await request(t.app).get(path).set('If-None-Match', '*');
+      expect(res.status).toBe(304);
+      expect(res.text).toBe('');
+      expect(res.headers['content-type']).toBeUndefined();
+      expect(res.headers['content-length']).toBeUndefined();
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+      expect(res.headers['cache-control']).toBe(plain.headers['cache-control']);
+    },
+  );
+
+  it.each(GETS)('GET %s ignores the other preconditions and Range: 200 in full', async (path) => {
+    const plain = await request(t.app).get(path).buffer(true);
+    for (const [name, value] of [
+      ['If-None-Match', '"not-the-tag", W/"nor-this"'],
+      ['If-Modified-Since', 'Fri, 01 Jan 2100 00:00:00 GMT'],
+      ['If-Match', '"not-the-tag"'],
+      ['If-Unmodified-Since', 'Thu, 01 Jan 1970 00:00:00 GMT'],
+      ['Range', 'bytes=0-9'],
+      ['If-None-Match', '*'],
+    ] as const) {
+      const conditional = request(t.app).get(path).buffer(true).set(name, value);
+      // A request that asks to skip caches always gets the representation, even for *.
+      if (value === '*') conditional.set('Cache-Control', 'no-cache');
+      const res = await conditional;
+      expect([name, res.status]).toEqual([name, 200]);
+      expect(res.headers['content-length']).toBe(plain.headers['content-length']);
+    }
+  });
+
+  it('a docs asset has a strong ETag of its bytes, and answers 304 to it, weak or strong', async () => {
+    const first = await request(t.app).get('/docs/assets/swagger-ui.css');
+    const etag = first.headers['etag'] as string;
+    expect(etag).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+    expect(first.headers['cache-control']).toBe('no-cache');
+    expect(first.headers['content-type']).toMatch(/^text\/css/);
+    expect(first.text).toBe(
+      fs.readFileSync(require.resolve('swagger-ui-dist/swagger-ui.css'), 'utf8'),
+    );
+    for (const tag of [etag, `W/${etag}`, `"other", ${etag}`]) {
+      const res = await request(t.app).get('/docs/assets/swagger-ui.css').set('If-None-Match', tag);
+      expect([tag, res.status, res.text]).toEqual([tag, 304, '']);
+      expect(res.headers['etag']).toBe(etag);
+    }
+    const head = await request(t.app)
+      .head('/docs/assets/swagger-ui.css')
+      .set('If-None-Match', etag);
+    expect(head.status).toBe(304);
+    const other = await request(t.app).get('/docs/assets/docs.js');
+    expect(other.headers['etag']).toMatch(/^"[A-Za-z0-9_-]{27}"$/);
+    expect(other.headers['etag']).not.toBe(etag);
+  });
+
+  it('POST and DELETE do not evaluate If-None-Match', async () => {
+    const created = await request(t.app)
+      .post('/plants')
+      .set('Authorization', `Bearer ${t.token}`)
+      .set('If-None-Match', '*')
+      .send({ id: 7, name: 'a' });
+    expect(created.status).toBe(200);
+    const deleted = await request(t.app)
+      .delete('/plants/7')
+      .set('Authorization', `Bearer ${t.token}`)
+      .set('If-None-Match', '*');
+    expect(deleted.status).toBe(204);
+  });
+});
