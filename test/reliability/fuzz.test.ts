@@ -278,6 +278,16 @@ describe('fuzzing the HTTP surface of the real server process', () => {
         ];
         const fromApp = answer.headers['x-request-id'] !== undefined;
         const documented = documentedFor(method, request.path);
+        // The contract's NotModified: only a GET or HEAD that carries If-None-Match, and never one
+        // that asks to skip caches (whether it matched is left to the focused tests).
+        if (
+          answer.status === 304 &&
+          (!['GET', 'HEAD'].includes(method) ||
+            header(request, 'if-none-match') === undefined ||
+            /no-cache/i.test(header(request, 'cache-control') ?? ''))
+        ) {
+          problems.push('answered 304 to a request without a precondition it evaluates');
+        }
         // Without a valid Authorization header (a token in the query never counts), a secured
         // operation answers only 400 or 401, whatever else the request holds.
         if (

@@ -133,7 +133,8 @@ export function operationIds(): string[] {
 }
 
 /**
- * Problems with a response by the rules every answer must keep: never a 5xx (unless expected); an error is
+ * Problems with a response by the rules every answer must keep: never a 5xx (unless expected), never
+ * a 1xx or a 3xx but a documented 304; an error is
  * `application/json` with exactly `{error: <status>, message: <non-empty string>}`; its status is
  * documented (for the operation, 404 for an unknown path, 405 with Allow for an unknown method,
  * 400/408/431 from the HTTP server itself); and the headers the contract requires are there.
@@ -151,7 +152,10 @@ export function responseProblems(
   const problems: string[] = [];
   const { status, headers } = answer;
   if (status >= 500 && !expected5xx.includes(status)) problems.push(`answered ${status}`);
-  if (status < 200 || (status >= 300 && status < 400)) problems.push(`answered ${status}`);
+  // 304 only where the contract documents it (conditional GETs), checked below like any status.
+  if (status < 200 || (status >= 300 && status < 400 && status !== 304)) {
+    problems.push(`answered ${status}`);
+  }
   const fromApp = headers['x-request-id'] !== undefined;
   const documented = documentedFor(method, target);
 
