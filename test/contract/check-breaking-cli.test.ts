@@ -20,8 +20,10 @@ function git(...args: string[]): string {
   );
 }
 
+/** The project's contract at version 1.0.0 (whatever its own version), edited. */
 function writeSpec(edit: (doc: Obj) => void = () => undefined): void {
   const doc = loadSpec() as Obj;
+  doc['info']!['version'] = '1.0.0';
   edit(doc);
   fs.writeFileSync(path.join(repo, 'openapi.yaml'), YAML.stringify(doc));
 }

@@ -321,7 +321,7 @@ export class HttpClient<SecurityDataType = unknown> {
 
 /**
  * @title Plant Store
- * @version 1.0.0
+ * @version 1.1.0
  * @license MIT
  * @baseUrl http://127.0.0.1:8080
  * @contact The plant store maintainers
