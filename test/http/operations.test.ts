@@ -215,6 +215,18 @@ describe('GET /metrics', () => {
     );
   });
 
+  it('answers If-None-Match: * as the GETs of the contract do, with a 304 and no content', async () => {
+    t = await buildTestApp({ metrics: createMetrics() });
+    const res = await request(t.app).get('/metrics').set('If-None-Match', '*');
+    expect(res.status).toBe(304);
+    expect(res.text).toBe('');
+    const fresh = await request(t.app)
+      .get('/metrics')
+      .set('If-None-Match', '*')
+      .set('Cache-Control', 'no-cache');
+    expect(fresh.status).toBe(200);
+  });
+
   it('is absent (404) when metrics are turned off', async () => {
     t = await buildTestApp();
     expectError(await request(t.app).get('/metrics'), 404);

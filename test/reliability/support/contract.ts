@@ -123,7 +123,8 @@ export function documentedFor(method: string, target: string): Documented {
 
 /**
  * Served but not in openapi.yaml: the Prometheus endpoint the issue asks for (Express answers HEAD
- * with its GET route). Only its 200 is let through; anything else on it follows the contract.
+ * with its GET route). Only its 200 is let through, and the 304 that every GET answers to
+ * `If-None-Match: *` (see the contract's NotModified); anything else on it follows the contract.
  */
 export const UNLISTED_ENDPOINTS: ReadonlySet<string> = new Set(['GET /metrics', 'HEAD /metrics']);
 
@@ -200,7 +201,10 @@ export function responseProblems(
     return problems;
   }
   if (ALWAYS_DOCUMENTED.has(status)) return problems;
-  if (UNLISTED_ENDPOINTS.has(`${method} ${routedPathname(target)}`) && status === 200) {
+  if (
+    UNLISTED_ENDPOINTS.has(`${method} ${routedPathname(target)}`) &&
+    (status === 200 || status === 304)
+  ) {
     return problems;
   }
   switch (documented.kind) {
