@@ -34,7 +34,13 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
 
 function variables(list: string | undefined): Record<string, string> {
   const pairs = (list ?? '').split(',').filter((pair) => pair !== '');
-  return Object.fromEntries(pairs.map((pair) => pair.split('=', 2) as [string, string]));
+  // Split at the first '=' only: a value may hold one (NODE_OPTIONS=--v8-pool-size=1).
+  return Object.fromEntries(
+    pairs.map((pair) => {
+      const at = pair.indexOf('=');
+      return at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
+    }),
+  );
 }
 
 const median = (values: readonly number[]) =>
