@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import request from 'supertest';
-import YAML from 'yaml';
+import { loadSpec } from '../contract/support/spec';
 import { buildTestApp, expectError, SPEC_PATH, type TestApp } from '../support/test-app';
 
 let t: TestApp;
@@ -85,7 +85,7 @@ describe('unauthenticated endpoints', () => {
     const res = await request(t.app).get('/openapi.json');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
-    expect(res.body).toEqual(YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')));
+    expect(res.body).toEqual(loadSpec());
     expect(res.text).toContain('"id":9223372036854775807');
   });
 });
@@ -118,9 +118,7 @@ interface GetOperation {
 
 /** Every GET target of the contract, a path parameter replaced by each value of its enum. */
 function contractGets(): string[] {
-  const { paths } = YAML.parse(fs.readFileSync(SPEC_PATH, 'utf8')) as {
-    paths: Record<string, { get?: GetOperation }>;
-  };
+  const { paths } = loadSpec() as { paths: Record<string, { get?: GetOperation }> };
   return Object.entries(paths).flatMap(([template, item]) => {
     if (item.get === undefined) return [];
     const param = item.get.parameters?.find(({ name }) => template.includes(`{${name}}`));
