@@ -11,6 +11,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations';
+import { SQLITE_PAGE_CACHE_KIB } from '../../src/store/sqlite/sqlite-plant-store';
 import { PLANT_NAME, PLANT_TAG, plantId, POST_COUNTER_BASE } from './ids';
 import { hasTaskset, pinSelf } from './proc';
 
@@ -52,7 +53,7 @@ function measure(dataDir: string, rows: number, every: number, writes: number) {
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
-    db.pragma('cache_size = -8192');
+    db.pragma(`cache_size = -${SQLITE_PAGE_CACHE_KIB}`);
     db.pragma('wal_autocheckpoint = 0');
     const insert = db.prepare(
       'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',

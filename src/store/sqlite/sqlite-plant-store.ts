@@ -11,6 +11,15 @@ import {
   type WalCheckpoints,
 } from './wal-checkpoints';
 
+/**
+ * The connection's page cache, in KiB: 2 MiB, SQLite's own default (better-sqlite3 builds it with
+ * 16 MB). The operating system keeps the file's pages in memory anyway, so a miss costs a read
+ * from there: with a million plants, 2 MiB measured as fast as 8 MiB, 8 MiB as fast as 32 MiB and
+ * 128 MiB no faster; what a large store costs is the WAL and the checkpoints' copies (README
+ * "Flat with size"). The megabytes saved went to V8's young generation (README "Operating it").
+ */
+export const SQLITE_PAGE_CACHE_KIB = 2048;
+
 /** `FULL` survives power loss; `NORMAL` survives a crash of the process but may lose the last commits on power loss. */
 export type SqliteSynchronous = 'FULL' | 'NORMAL';
 
@@ -69,11 +78,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     // each group commit syncs the WAL off the event loop before its writes are answered.
     db.pragma('synchronous = NORMAL');
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
-    // 8 MiB of page cache (the default is 2 MiB). The operating system keeps the file's pages in
-    // memory anyway, so a miss costs a read from there; with a million plants, 8 MiB measured as
-    // fast as 32 MiB (and 128 MiB no faster), with peaks 4 to 53 MB lower in RSS. What a large
-    // store costs is the WAL and checkpoint copies (README "Performance").
-    db.pragma('cache_size = -8192');
+    db.pragma(`cache_size = -${SQLITE_PAGE_CACHE_KIB}`);
     migrate(db);
   } catch (error) {
     db.close();
