@@ -5,6 +5,11 @@
  * (--base), and their CPU per request. The machine's slow spells hit both servers alike, so the
  * ratio holds where sequential runs drift: the way to see a change of a few percent on a noisy
  * machine. The same build twice, with different variables (--env-a, --env-b), compares settings.
+ *
+ * Sharing the core hides waits for the disk: while one server waits for a sync, the other takes
+ * the core. `--alternate` loads one server at a time instead, A B, then B A, and so on, each slice
+ * against the slice next to it, so that what a server waits for counts (a change to syncing, or
+ * SQLite FULL against NORMAL), while drifts of the machine slower than a few seconds still cancel.
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -30,7 +35,9 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --env-b K=V,...   variables for B only
   --slices N        measured slices (default 8), each --seconds long (default 3)
   --connections N   connections to each server (default 25)
-  --rows N          plants stored in each store before the run (default 0)`;
+  --rows N          plants stored in each store before the run (default 0)
+  --alternate       load one server at a time (A B, B A, ...) instead of both at once, so that
+                    waits for the disk count; each slice is then --seconds for A and for B`;
 
 function variables(list: string | undefined): Record<string, string> {
   const pairs = (list ?? '').split(',').filter((pair) => pair !== '');
@@ -46,6 +53,19 @@ function variables(list: string | undefined): Record<string, string> {
 const median = (values: readonly number[]) =>
   [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
+/**
+ * The geometric mean of ratios, and the range of two standard errors around it (on the log scale,
+ * so 1/x is the mirror of x): about 95% of such runs would land their mean there.
+ */
+function geometricMean(ratios: readonly number[]): string {
+  const logs = ratios.map(Math.log);
+  const mean = logs.reduce((sum, value) => sum + value, 0) / logs.length;
+  const variance = logs.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (logs.length - 1);
+  const spread = 2 * Math.sqrt(variance / logs.length);
+  const [low, mid, high] = [mean - spread, mean, mean + spread].map((v) => Math.exp(v).toFixed(3));
+  return logs.length < 2 ? `${mid}` : `${mid} (two standard errors: ${low} to ${high})`;
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
@@ -57,6 +77,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       connections: { type: 'string' },
       rows: { type: 'string' },
+      alternate: { type: 'boolean' },
       help: { type: 'boolean' },
     },
   });
@@ -74,6 +95,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds ?? 3);
   const connections = Number(values.connections ?? 25);
   const rows = Number(values.rows ?? 0);
+  const alternate = values.alternate === true;
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
   const dataDir = path.join(roots[1]!, 'data', 'bench', 'stores');
@@ -122,27 +144,47 @@ async function main(): Promise<void> {
           },
         ],
       });
-    await Promise.all(servers.map((target) => load(target, 2)));
+    /** Loads the servers `order` names, together or (alternating) one after the other. */
+    const measure = async (order: readonly number[]) => {
+      const requests: number[] = [];
+      const cpuUs: number[] = [];
+      const loadSome = async (some: readonly number[]) => {
+        const before = some.map((i) => cpuMsOf(servers[i]!.server.pid));
+        const results = await Promise.all(some.map((i) => load(servers[i]!, seconds)));
+        for (const [k, i] of some.entries()) {
+          const result = results[k]!;
+          if (result.non2xx + result.errors > 0) {
+            throw new Error(`${result.non2xx + result.errors} answers of ${'AB'[i]} were not 200`);
+          }
+          requests[i] = result.requests.total;
+          cpuUs[i] =
+            ((cpuMsOf(servers[i]!.server.pid) - before[k]!) * 1000) / result.requests.total;
+        }
+      };
+      if (alternate) for (const i of order) await loadSome([i]);
+      else await loadSome(order);
+      return { requests, cpuUs };
+    };
+    // Warm-up: 2 s of load on each.
+    if (alternate) for (const target of servers) await load(target, 2);
+    else await Promise.all(servers.map((target) => load(target, 2)));
     const ratios: number[] = [];
     const cpuRatios: number[] = [];
     for (let slice = 1; slice <= slices; slice++) {
-      const before = servers.map(({ server }) => cpuMsOf(server.pid));
-      const results = await Promise.all(servers.map((target) => load(target, seconds)));
-      const cpuUs = servers.map(
-        ({ server }, i) => ((cpuMsOf(server.pid) - before[i]!) * 1000) / results[i]!.requests.total,
-      );
-      const bad = results.reduce((sum, result) => sum + result.non2xx + result.errors, 0);
-      if (bad > 0) throw new Error(`slice ${slice}: ${bad} answers were not 200`);
-      ratios.push(results[1]!.requests.total / results[0]!.requests.total);
+      // Alternating, B goes second in odd slices and first in even ones: a drift within a pair cancels over two.
+      const { requests, cpuUs } = await measure(slice % 2 === 1 ? [0, 1] : [1, 0]);
+      ratios.push(requests[1]! / requests[0]!);
       cpuRatios.push(cpuUs[1]! / cpuUs[0]!);
+      const perSecond = requests.map((total) => (total / seconds).toFixed(0));
       console.log(
-        `slice ${slice}: req/s A ${results[0]!.requests.average.toFixed(0)} B ${results[1]!.requests.average.toFixed(0)}` +
+        `slice ${slice}: req/s A ${perSecond[0]} B ${perSecond[1]}` +
           `  CPU µs/request A ${cpuUs[0]!.toFixed(0)} B ${cpuUs[1]!.toFixed(0)}  B/A ${ratios.at(-1)!.toFixed(3)}`,
       );
     }
     console.log(
-      `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')});` +
-        ` B/A CPU per request: median ${median(cpuRatios).toFixed(3)}`,
+      `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')}),` +
+        ` geometric mean ${geometricMean(ratios)}\n` +
+        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${geometricMean(cpuRatios)}`,
     );
   } finally {
     for (const { server } of servers) await stopServer(server);
