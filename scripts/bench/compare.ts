@@ -36,6 +36,8 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --slices N        measured slices (default 8), each --seconds long (default 3)
   --connections N   connections to each server (default 25)
   --rows N          plants stored in each store before the run (default 0)
+  --rows-a N        plants stored in A's store instead (B's keeps --rows): a large store against
+                    a small one
   --alternate       load one server at a time (A B, B A, ...) instead of both at once, so that
                     waits for the disk count; each slice is then --seconds for A and for B`;
 
@@ -77,6 +79,7 @@ async function main(): Promise<void> {
       seconds: { type: 'string' },
       connections: { type: 'string' },
       rows: { type: 'string' },
+      'rows-a': { type: 'string' },
       alternate: { type: 'boolean' },
       help: { type: 'boolean' },
     },
@@ -95,6 +98,7 @@ async function main(): Promise<void> {
   const seconds = Number(values.seconds ?? 3);
   const connections = Number(values.connections ?? 25);
   const rows = Number(values.rows ?? 0);
+  const rowsOf = [Number(values['rows-a'] ?? rows), rows];
   const alternate = values.alternate === true;
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
@@ -109,7 +113,7 @@ async function main(): Promise<void> {
         dataDir,
         postgresUrl: '',
         label: `compare-${'ab'[i]}`,
-        rows,
+        rows: rowsOf[i]!,
         idOrder: 'scattered',
       });
       stores.push(store);
@@ -170,10 +174,12 @@ async function main(): Promise<void> {
     else await Promise.all(servers.map((target) => load(target, 2)));
     const ratios: number[] = [];
     const cpuRatios: number[] = [];
+    const answered = [0, 0];
     for (let slice = 1; slice <= slices; slice++) {
       // Alternating, B goes second in odd slices and first in even ones: a drift within a pair cancels over two.
       const { requests, cpuUs } = await measure(slice % 2 === 1 ? [0, 1] : [1, 0]);
       ratios.push(requests[1]! / requests[0]!);
+      for (const i of [0, 1]) answered[i]! += requests[i]!;
       cpuRatios.push(cpuUs[1]! / cpuUs[0]!);
       const perSecond = requests.map((total) => (total / seconds).toFixed(0));
       console.log(
@@ -184,7 +190,8 @@ async function main(): Promise<void> {
     console.log(
       `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')}),` +
         ` geometric mean ${geometricMean(ratios)}\n` +
-        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${geometricMean(cpuRatios)}`,
+        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${geometricMean(cpuRatios)}\n` +
+        `Plants created in the measured slices (each store grew by as many): A ${answered[0]}, B ${answered[1]}`,
     );
   } finally {
     for (const { server } of servers) await stopServer(server);
