@@ -26,7 +26,7 @@ import {
   stopServer,
   type RunningServer,
 } from './proc';
-import { prepareStore, type PreparedStore } from './stores';
+import { defaultPostgresUrl, prepareStore, type PreparedStore } from './stores';
 
 const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --base DIR        the project (built: dist/) measured as A
@@ -38,6 +38,8 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --rows N          plants stored in each store before the run (default 0)
   --rows-a N        plants stored in A's store instead (B's keeps --rows): a large store against
                     a small one
+  --store NAME      sqlite (default: SQLite, FULL unless SQLITE_SYNCHRONOUS is given) or postgres
+  --pg-url URL      PostgreSQL server for --store postgres (as for npm run bench)
   --alternate       load one server at a time (A B, B A, ...) instead of both at once, so that
                     waits for the disk count; each slice is then --seconds for A and for B`;
 
@@ -81,6 +83,8 @@ async function main(): Promise<void> {
       rows: { type: 'string' },
       'rows-a': { type: 'string' },
       alternate: { type: 'boolean' },
+      store: { type: 'string' },
+      'pg-url': { type: 'string' },
       help: { type: 'boolean' },
     },
   });
@@ -100,6 +104,10 @@ async function main(): Promise<void> {
   const rows = Number(values.rows ?? 0);
   const rowsOf = [Number(values['rows-a'] ?? rows), rows];
   const alternate = values.alternate === true;
+  if (values.store !== undefined && !['sqlite', 'postgres'].includes(values.store)) {
+    throw new Error(`--store must be sqlite or postgres, not ${values.store}`);
+  }
+  const storeName = values.store === 'postgres' ? 'postgres' : 'sqlite-full';
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
   const dataDir = path.join(roots[1]!, 'data', 'bench', 'stores');
@@ -108,10 +116,10 @@ async function main(): Promise<void> {
   let counter = POST_COUNTER_BASE;
   try {
     for (const [i, root] of roots.entries()) {
-      const store = await prepareStore('sqlite-full', {
+      const store = await prepareStore(storeName, {
         serviceRoot: root,
         dataDir,
-        postgresUrl: '',
+        postgresUrl: values['pg-url'] ?? defaultPostgresUrl(),
         label: `compare-${'ab'[i]}`,
         rows: rowsOf[i]!,
         idOrder: 'scattered',

@@ -16,7 +16,7 @@ import { cleanUp, measureCell, TRUSTED_POST_RATE_SECONDS } from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
 import { hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
 import { markdownReport, summarise } from './report';
-import { checkPostgres, STORE_NAMES, type StoreName } from './stores';
+import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
 
 const USAGE = `Usage: npm run bench -- [options]
   --quick               a smoke run of a few seconds a cell (also BENCH_QUICK=1): 1 round, 1 s
@@ -150,11 +150,7 @@ function parseOptions(argv: string[]): Options {
     rounds: numberOption(values.rounds ?? env['BENCH_ROUNDS'], quick ? 1 : 3, '--rounds', 1),
     stores: storeList(values.stores, STORE_NAMES, '--stores'),
     only: (values.only ?? '').split(',').filter((part) => part !== ''),
-    postgresUrl:
-      values['pg-url'] ??
-      env['BENCH_DATABASE_URL'] ??
-      env['PLANT_STORE_TEST_DATABASE_URL'] ??
-      'postgres://postgres@127.0.0.1:5432/test',
+    postgresUrl: values['pg-url'] ?? defaultPostgresUrl(env),
     profileStores: storeList(values.profile, profileOnly ? ['sqlite-full'] : [], '--profile'),
     profileOnly,
     profileDir: values['profile-dir'],

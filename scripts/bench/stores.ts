@@ -133,6 +133,15 @@ async function preparePostgres(options: {
 }
 
 /** Resolves when PostgreSQL answers at `url`; rejects with the reason otherwise. */
+/** The PostgreSQL server the benchmarks create their schemas in, when no URL is given. */
+export function defaultPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
+  return (
+    env['BENCH_DATABASE_URL'] ??
+    env['PLANT_STORE_TEST_DATABASE_URL'] ??
+    'postgres://postgres@127.0.0.1:5432/test'
+  );
+}
+
 export async function checkPostgres(url: string): Promise<void> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
   await client.connect();
