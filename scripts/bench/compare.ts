@@ -14,19 +14,11 @@
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import autocannon from 'autocannon';
-import { serverEnv, serviceStartArgs } from './harness';
-import { createBody, plantId, POST_COUNTER_BASE } from './ids';
-import {
-  cpuMsOf,
-  freePort,
-  hasTaskset,
-  pinSelf,
-  startServer,
-  stopServer,
-  type RunningServer,
-} from './proc';
-import { defaultPostgresUrl, prepareStore, type PreparedStore } from './stores';
+import { startServiceOver, type StartedService } from './harness';
+import { hasTaskset, pinSelf } from './proc';
+import { median } from './report';
+import { describeEstimate, runSlices } from './slices';
+import { defaultPostgresUrl } from './stores';
 
 const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --base DIR        the project (built: dist/) measured as A
@@ -52,22 +44,6 @@ function variables(list: string | undefined): Record<string, string> {
       return at < 0 ? [pair, ''] : [pair.slice(0, at), pair.slice(at + 1)];
     }),
   );
-}
-
-const median = (values: readonly number[]) =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
-/**
- * The geometric mean of ratios, and the range of two standard errors around it (on the log scale,
- * so 1/x is the mirror of x): about 95% of such runs would land their mean there.
- */
-function geometricMean(ratios: readonly number[]): string {
-  const logs = ratios.map(Math.log);
-  const mean = logs.reduce((sum, value) => sum + value, 0) / logs.length;
-  const variance = logs.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (logs.length - 1);
-  const spread = 2 * Math.sqrt(variance / logs.length);
-  const [low, mid, high] = [mean - spread, mean, mean + spread].map((v) => Math.exp(v).toFixed(3));
-  return logs.length < 2 ? `${mid}` : `${mid} (two standard errors: ${low} to ${high})`;
 }
 
 async function main(): Promise<void> {
@@ -111,99 +87,49 @@ async function main(): Promise<void> {
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
   const dataDir = path.join(roots[1]!, 'data', 'bench', 'stores');
-  const stores: PreparedStore[] = [];
-  const servers: { token: string; server: RunningServer }[] = [];
-  let counter = POST_COUNTER_BASE;
+  const services: StartedService[] = [];
   try {
     for (const [i, root] of roots.entries()) {
-      const store = await prepareStore(storeName, {
-        serviceRoot: root,
-        dataDir,
-        postgresUrl: values['pg-url'] ?? defaultPostgresUrl(),
-        label: `compare-${'ab'[i]}`,
-        rows: rowsOf[i]!,
-        idOrder: 'scattered',
-      });
-      stores.push(store);
-      const port = await freePort();
-      servers.push({
-        token: store.token,
-        server: await startServer({
+      services.push(
+        await startServiceOver({
+          serviceRoot: root,
+          dataDir,
+          postgresUrl: values['pg-url'] ?? defaultPostgresUrl(),
           cpu: pinned ? 1 : null,
-          args: serviceStartArgs(root),
-          env: serverEnv({ HOST: '127.0.0.1', PORT: String(port), ...store.env, ...envs[i] }),
-          port,
-          cwd: root,
-          logFile: path.join(dataDir, `compare-${'ab'[i]}.log`),
+          store: storeName,
+          label: `compare-${'ab'[i]}`,
+          rows: rowsOf[i]!,
+          env: envs[i]!,
         }),
-      });
-    }
-    const load = (target: (typeof servers)[number], duration: number) =>
-      autocannon({
-        url: target.server.url,
-        connections,
-        duration,
-        headers: { authorization: `Bearer ${target.token}` },
-        requests: [
-          {
-            method: 'POST',
-            path: '/plants',
-            headers: { 'content-type': 'application/json' },
-            setupRequest: (request) => ({
-              ...request,
-              body: createBody(plantId(counter++, 'scattered')),
-            }),
-          },
-        ],
-      });
-    /** Loads the servers `order` names, together or (alternating) one after the other. */
-    const measure = async (order: readonly number[]) => {
-      const requests: number[] = [];
-      const cpuUs: number[] = [];
-      const loadSome = async (some: readonly number[]) => {
-        const before = some.map((i) => cpuMsOf(servers[i]!.server.pid));
-        const results = await Promise.all(some.map((i) => load(servers[i]!, seconds)));
-        for (const [k, i] of some.entries()) {
-          const result = results[k]!;
-          if (result.non2xx + result.errors > 0) {
-            throw new Error(`${result.non2xx + result.errors} answers of ${'AB'[i]} were not 200`);
-          }
-          requests[i] = result.requests.total;
-          cpuUs[i] =
-            ((cpuMsOf(servers[i]!.server.pid) - before[k]!) * 1000) / result.requests.total;
-        }
-      };
-      if (alternate) for (const i of order) await loadSome([i]);
-      else await loadSome(order);
-      return { requests, cpuUs };
-    };
-    // Warm-up: 2 s of load on each.
-    if (alternate) for (const target of servers) await load(target, 2);
-    else await Promise.all(servers.map((target) => load(target, 2)));
-    const ratios: number[] = [];
-    const cpuRatios: number[] = [];
-    const answered = [0, 0];
-    for (let slice = 1; slice <= slices; slice++) {
-      // Alternating, B goes second in odd slices and first in even ones: a drift within a pair cancels over two.
-      const { requests, cpuUs } = await measure(slice % 2 === 1 ? [0, 1] : [1, 0]);
-      ratios.push(requests[1]! / requests[0]!);
-      for (const i of [0, 1]) answered[i]! += requests[i]!;
-      cpuRatios.push(cpuUs[1]! / cpuUs[0]!);
-      const perSecond = requests.map((total) => (total / seconds).toFixed(0));
-      console.log(
-        `slice ${slice}: req/s A ${perSecond[0]} B ${perSecond[1]}` +
-          `  CPU µs/request A ${cpuUs[0]!.toFixed(0)} B ${cpuUs[1]!.toFixed(0)}  B/A ${ratios.at(-1)!.toFixed(3)}`,
       );
     }
+    const results = await runSlices({
+      targets: [services[0]!.target, services[1]!.target],
+      alternate,
+      slices,
+      seconds,
+      connections,
+      onSlice: ({ requests, cpuUsPerRequest: cpuUs }, index) =>
+        console.log(
+          `slice ${index + 1}: req/s A ${(requests[0] / seconds).toFixed(0)} B ${(requests[1] / seconds).toFixed(0)}` +
+            `  CPU µs/request A ${cpuUs[0].toFixed(0)} B ${cpuUs[1].toFixed(0)}  B/A ${(requests[1] / requests[0]).toFixed(3)}`,
+        ),
+    });
+    const ratios = results.slices.map((slice) => slice.requests[1] / slice.requests[0]);
+    const cpuRatios = results.slices.map(
+      (slice) => slice.cpuUsPerRequest[1] / slice.cpuUsPerRequest[0],
+    );
+    const answered = [0, 1].map((i) =>
+      results.slices.reduce((sum, slice) => sum + slice.requests[i as 0 | 1], 0),
+    );
     console.log(
       `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')}),` +
-        ` geometric mean ${geometricMean(ratios)}\n` +
-        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${geometricMean(cpuRatios)}\n` +
+        ` geometric mean ${describeEstimate(results.requests)}\n` +
+        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${describeEstimate(results.cpuPerRequest)}\n` +
         `Plants created in the measured slices (each store grew by as many): A ${answered[0]}, B ${answered[1]}`,
     );
   } finally {
-    for (const { server } of servers) await stopServer(server);
-    for (const store of stores) await store.dispose();
+    for (const service of services) await service.close();
   }
 }
 

@@ -18,6 +18,7 @@ import {
   waitForQuiet,
   type Pinning,
 } from './proc';
+import { runSlices, type RatioEstimate, type SliceTarget } from './slices';
 import { prepareStore, type PreparedStore, type StoreName } from './stores';
 
 export type ServerKind = 'node:http' | 'express' | 'express-born' | 'service';
@@ -183,6 +184,118 @@ export function serviceStartArgs(serviceRoot: string): string[] {
     );
   }
   return [...words.slice(1, -1), path.join(serviceRoot, program)];
+}
+
+/** A service over a store of its own, started as users start it, to load from this process. */
+export interface StartedService {
+  readonly target: SliceTarget;
+  /** Stops the service and removes its store. */
+  close(): Promise<void>;
+}
+
+/** Prepares `store` (with `rows` plants) under `label`, and starts the service of `serviceRoot` over it. */
+export async function startServiceOver(options: {
+  readonly serviceRoot: string;
+  readonly dataDir: string;
+  readonly postgresUrl: string;
+  readonly cpu: number | null;
+  readonly store: StoreName;
+  readonly label: string;
+  readonly rows: number;
+  /** Variables for this service only (e.g. SQLITE_SYNCHRONOUS). */
+  readonly env?: Readonly<Record<string, string>>;
+}): Promise<StartedService> {
+  const prepared = await prepareStore(options.store, {
+    serviceRoot: options.serviceRoot,
+    dataDir: options.dataDir,
+    postgresUrl: options.postgresUrl,
+    label: options.label,
+    rows: options.rows,
+    idOrder: 'scattered',
+  });
+  try {
+    const port = await freePort();
+    const server = await startServer({
+      cpu: options.cpu,
+      args: serviceStartArgs(options.serviceRoot),
+      env: serverEnv({ HOST: '127.0.0.1', PORT: String(port), ...prepared.env, ...options.env }),
+      port,
+      cwd: options.serviceRoot,
+      logFile: path.join(options.dataDir, `${options.label}.log`),
+    });
+    return {
+      target: { url: server.url, token: prepared.token, pid: server.pid },
+      close: async () => {
+        await stopServer(server);
+        await prepared.dispose();
+      },
+    };
+  } catch (error) {
+    await prepared.dispose();
+    throw error;
+  }
+}
+
+/** SQLite FULL ÷ NORMAL under POST load, one server loaded at a time in slices (see slices.ts). */
+export interface AlternatedComparison {
+  readonly what: string;
+  readonly slices: number;
+  readonly seconds: number;
+  /** FULL's requests ÷ NORMAL's in each slice. */
+  readonly perSlice: readonly number[];
+  readonly requests: RatioEstimate;
+  readonly cpuPerRequest: RatioEstimate;
+}
+
+/**
+ * Serves SQLite NORMAL and FULL side by side, each over a store that starts empty, and loads one
+ * at a time in `slices` slices of `seconds` each (NORMAL FULL, then FULL NORMAL, ...): the drift
+ * of the machine, which moves the rounds' ratios by a tenth or more, cancels, while each server's
+ * waits for the disk count.
+ */
+export async function measureFullOverNormal(
+  context: Context,
+  slices: number,
+  seconds: number,
+): Promise<AlternatedComparison> {
+  const started: StartedService[] = [];
+  const closeAll = async () => {
+    for (const service of started.splice(0)) await service.close();
+  };
+  cleanups.add(closeAll);
+  try {
+    for (const store of ['sqlite-normal', 'sqlite-full'] as const) {
+      started.push(
+        await startServiceOver({
+          serviceRoot: context.serviceRoot,
+          dataDir: context.dataDir,
+          postgresUrl: context.postgresUrl,
+          cpu: context.pinning.serverCpu,
+          store,
+          label: `alternated-${store}`,
+          rows: 0,
+        }),
+      );
+    }
+    const results = await runSlices({
+      targets: [started[0]!.target, started[1]!.target],
+      alternate: true,
+      slices,
+      seconds,
+      connections: context.settings.connections,
+    });
+    return {
+      what: 'SQLite FULL ÷ NORMAL, post, alternated',
+      slices,
+      seconds,
+      perSlice: results.slices.map((slice) => slice.requests[1] / slice.requests[0]),
+      requests: results.requests,
+      cpuPerRequest: results.cpuPerRequest,
+    };
+  } finally {
+    cleanups.delete(closeAll);
+    await closeAll();
+  }
 }
 
 export async function measureCell(

@@ -12,10 +12,16 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { runProfile } from './profile';
 import type { Cell, Context, Measurement, Settings } from './harness';
-import { cleanUp, measureCell, TRUSTED_POST_RATE_SECONDS } from './harness';
+import {
+  cleanUp,
+  measureCell,
+  measureFullOverNormal,
+  TRUSTED_POST_RATE_SECONDS,
+  type AlternatedComparison,
+} from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
 import { hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
-import { markdownReport, summarise } from './report';
+import { alternatedLine, markdownReport, summarise } from './report';
 import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
 
 const USAGE = `Usage: npm run bench -- [options]
@@ -27,7 +33,11 @@ const USAGE = `Usage: npm run bench -- [options]
   --large-rows N        rows stored before the "flat with size" POST run (default 1000000; 0 skips it)
   --ids ORDER           scattered (default: ids spread over the key space) or sequential
   --stores LIST         sqlite-full,sqlite-normal,postgres (default: all; postgres skipped if unreachable)
-  --only LIST           run only cells whose id contains one of these (e.g. node:http,express,sqlite-full/post)
+  --only LIST           run only cells whose id contains one of these (e.g. node:http,express,sqlite-full/post;
+                        full-vs-normal: the alternated comparison below)
+  --alternated-slices N after the rounds, SQLite FULL and NORMAL served side by side and loaded one
+                        at a time in N slices of 3 s each, for FULL ÷ NORMAL without the rounds'
+                        drift (default 16; 0 skips it; 0 in --quick)
   --pg-url URL          PostgreSQL server to create a schema in (default BENCH_DATABASE_URL,
                         PLANT_STORE_TEST_DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test)
   --profile LIST        after the rounds, profile the service under POST load over these stores
@@ -63,9 +73,16 @@ interface Options {
   readonly quick: boolean;
   readonly quietWaitSeconds: number;
   readonly maxOtherCpuPercent: number;
+  readonly alternatedSlices: number;
 }
 
+/** What `--only` matches to select the alternated SQLite FULL ÷ NORMAL comparison. */
+const ALTERNATED_ID = 'sqlite/full-vs-normal';
+
 class UsageError extends Error {}
+
+/** Seconds each server is loaded in one slice of the alternated comparison. */
+const ALTERNATED_SLICE_SECONDS = 3;
 
 function numberOption(
   value: string | undefined,
@@ -119,6 +136,7 @@ function parseOptions(argv: string[]): Options {
       'no-pin': { type: 'boolean', default: false },
       'quiet-wait': { type: 'string' },
       'max-other-cpu': { type: 'string' },
+      'alternated-slices': { type: 'string' },
       help: { type: 'boolean', default: false },
     },
   });
@@ -165,6 +183,12 @@ function parseOptions(argv: string[]): Options {
       values['max-other-cpu'],
       quick ? Infinity : 20,
       '--max-other-cpu',
+      0,
+    ),
+    alternatedSlices: numberOption(
+      values['alternated-slices'],
+      quick ? 0 : 16,
+      '--alternated-slices',
       0,
     ),
   };
@@ -314,7 +338,12 @@ async function main(): Promise<number> {
 
   if (!options.profileOnly) {
     const cells = cellsFor(effective);
-    if (cells.length === 0) throw new UsageError('--only matches no cell');
+    const alternates =
+      options.alternatedSlices > 0 &&
+      stores.includes('sqlite-full') &&
+      stores.includes('sqlite-normal') &&
+      (options.only.length === 0 || options.only.some((part) => ALTERNATED_ID.includes(part)));
+    if (cells.length === 0 && !alternates) throw new UsageError('--only matches no cell');
     process.stderr.write(
       `${settingsLine}\n${cells.length} cells: ${cells.map((c) => c.id).join(', ')}\n`,
     );
@@ -362,6 +391,25 @@ async function main(): Promise<number> {
         }
       }
     }
+    let alternated: AlternatedComparison | undefined;
+    if (alternates) {
+      process.stderr.write(
+        `SQLite FULL and NORMAL side by side, alternated in ${options.alternatedSlices} slices of ${ALTERNATED_SLICE_SECONDS} s each\n`,
+      );
+      try {
+        alternated = await measureFullOverNormal(
+          context,
+          options.alternatedSlices,
+          ALTERNATED_SLICE_SECONDS,
+        );
+        process.stderr.write(`${alternatedLine(alternated)}\n`);
+      } catch (error) {
+        failures++;
+        process.stderr.write(
+          `${ALTERNATED_ID} FAILED: ${error instanceof Error ? error.message : String(error)}\n`,
+        );
+      }
+    }
     const summaries = summarise(cells, measurements);
     failures += summaries.filter(
       (s) => s.unexpected + s.exhausted + s.errors + s.timeouts > 0,
@@ -377,6 +425,7 @@ async function main(): Promise<number> {
       command,
       settings: settingsLine,
       summaries,
+      alternated,
       notes,
     });
     process.stdout.write(`\n${markdown}\n`);
@@ -389,6 +438,7 @@ async function main(): Promise<number> {
         settings: { ...settings, rounds: options.rounds, stores, pinning },
         summaries,
         measurements,
+        alternated,
         notes,
       },
       null,

@@ -1,0 +1,122 @@
+/**
+ * Two running services, A and B, under equal POST load in slices, for ratios that a machine's
+ * drift does not move: either both at once on one shared core (exact about CPU, blind to waits
+ * for the disk), or one at a time, A B, then B A, and so on (`alternate`: what a server waits for
+ * counts, and drifts slower than a slice cancel). Used by `bench:compare` and by `npm run bench`
+ * for SQLite FULL ÷ NORMAL.
+ */
+import autocannon from 'autocannon';
+import { createBody, plantId, POST_COUNTER_BASE } from './ids';
+import { cpuMsOf } from './proc';
+
+/** A service to load: its address, a valid token, and its process for the CPU it uses. */
+export interface SliceTarget {
+  readonly url: string;
+  readonly token: string;
+  readonly pid: number;
+}
+
+/** One slice: requests each server answered and its CPU µs per request, A first. */
+export interface Slice {
+  readonly requests: readonly [number, number];
+  readonly cpuUsPerRequest: readonly [number, number];
+}
+
+/** A ratio's geometric mean over the slices, and two standard errors either side of it. */
+export interface RatioEstimate {
+  readonly mean: number;
+  readonly low: number;
+  readonly high: number;
+}
+
+/** The slices' B ÷ A, of requests and of CPU per request, with their estimates. */
+export interface SliceResults {
+  readonly slices: readonly Slice[];
+  readonly requests: RatioEstimate;
+  readonly cpuPerRequest: RatioEstimate;
+}
+
+/**
+ * The geometric mean of ratios, and the range of two standard errors around it on the log scale
+ * (so 1/x is the mirror of x): about 95% of such runs would land their mean there.
+ */
+export function estimate(ratios: readonly number[]): RatioEstimate {
+  const logs = ratios.map(Math.log);
+  const mean = logs.reduce((sum, value) => sum + value, 0) / logs.length;
+  const variance =
+    logs.length < 2
+      ? 0
+      : logs.reduce((sum, value) => sum + (value - mean) ** 2, 0) / (logs.length - 1);
+  const spread = 2 * Math.sqrt(variance / logs.length);
+  return { mean: Math.exp(mean), low: Math.exp(mean - spread), high: Math.exp(mean + spread) };
+}
+
+export function describeEstimate(ratio: RatioEstimate, digits = 3): string {
+  return `${ratio.mean.toFixed(digits)} (two standard errors: ${ratio.low.toFixed(digits)} to ${ratio.high.toFixed(digits)})`;
+}
+
+/** Runs 2 s of warm-up on each, then `slices` measured slices of `seconds` per server. */
+export async function runSlices(options: {
+  readonly targets: readonly [SliceTarget, SliceTarget];
+  readonly alternate: boolean;
+  readonly slices: number;
+  readonly seconds: number;
+  readonly connections: number;
+  readonly onSlice?: (slice: Slice, index: number) => void;
+}): Promise<SliceResults> {
+  const { targets, alternate, seconds, connections } = options;
+  let counter = POST_COUNTER_BASE;
+  const load = (target: SliceTarget, duration: number) =>
+    autocannon({
+      url: target.url,
+      connections,
+      duration,
+      headers: { authorization: `Bearer ${target.token}` },
+      requests: [
+        {
+          method: 'POST',
+          path: '/plants',
+          headers: { 'content-type': 'application/json' },
+          setupRequest: (request) => ({
+            ...request,
+            body: createBody(plantId(counter++, 'scattered')),
+          }),
+        },
+      ],
+    });
+  const requests = [0, 0];
+  const cpuUs = [0, 0];
+  /** Loads the targets `some` names at once, and records what each answered. */
+  const loadSome = async (some: readonly number[]) => {
+    const before = some.map((i) => cpuMsOf(targets[i]!.pid));
+    const results = await Promise.all(some.map((i) => load(targets[i]!, seconds)));
+    for (const [k, i] of some.entries()) {
+      const result = results[k]!;
+      if (result.non2xx + result.errors > 0) {
+        throw new Error(`${result.non2xx + result.errors} answers of ${'AB'[i]} were not 200`);
+      }
+      requests[i] = result.requests.total;
+      cpuUs[i] = ((cpuMsOf(targets[i]!.pid) - before[k]!) * 1000) / result.requests.total;
+    }
+  };
+  if (alternate) for (const target of targets) await load(target, 2);
+  else await Promise.all(targets.map((target) => load(target, 2)));
+  const slices: Slice[] = [];
+  for (let index = 0; index < options.slices; index++) {
+    // Alternating, B goes second in even slices and first in odd ones: a drift within a pair cancels over two.
+    const order = index % 2 === 0 ? [0, 1] : [1, 0];
+    if (alternate) for (const i of order) await loadSome([i]);
+    else await loadSome(order);
+    const slice: Slice = {
+      requests: [requests[0]!, requests[1]!],
+      cpuUsPerRequest: [cpuUs[0]!, cpuUs[1]!],
+    };
+    slices.push(slice);
+    options.onSlice?.(slice, index);
+  }
+  return {
+    slices,
+    requests: estimate(slices.map((s) => s.requests[1] / s.requests[0])),
+    cpuPerRequest: estimate(slices.map((s) => s.cpuUsPerRequest[1] / s.cpuUsPerRequest[0])),
+  };
+}
