@@ -79,10 +79,10 @@ interface Options {
 /** What `--only` matches to select the alternated SQLite FULL ÷ NORMAL comparison. */
 const ALTERNATED_ID = 'sqlite/full-vs-normal';
 
-class UsageError extends Error {}
-
 /** Seconds each server is loaded in one slice of the alternated comparison. */
 const ALTERNATED_SLICE_SECONDS = 3;
+
+class UsageError extends Error {}
 
 function numberOption(
   value: string | undefined,

@@ -132,7 +132,6 @@ async function preparePostgres(options: {
   }
 }
 
-/** Resolves when PostgreSQL answers at `url`; rejects with the reason otherwise. */
 /** The PostgreSQL server the benchmarks create their schemas in, when no URL is given. */
 export function defaultPostgresUrl(env: NodeJS.ProcessEnv = process.env): string {
   return (
@@ -142,6 +141,7 @@ export function defaultPostgresUrl(env: NodeJS.ProcessEnv = process.env): string
   );
 }
 
+/** Resolves when PostgreSQL answers at `url`; rejects with the reason otherwise. */
 export async function checkPostgres(url: string): Promise<void> {
   const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
   await client.connect();
