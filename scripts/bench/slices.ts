@@ -84,33 +84,27 @@ export async function runSlices(options: {
         },
       ],
     });
-  const requests = [0, 0];
-  const cpuUs = [0, 0];
-  /** Loads the targets `some` names at once, and records what each answered. */
-  const loadSome = async (some: readonly number[]) => {
-    const before = some.map((i) => cpuMsOf(targets[i]!.pid));
-    const results = await Promise.all(some.map((i) => load(targets[i]!, seconds)));
-    for (const [k, i] of some.entries()) {
-      const result = results[k]!;
-      if (result.non2xx + result.errors > 0) {
-        throw new Error(`${result.non2xx + result.errors} answers of ${'AB'[i]} were not 200`);
-      }
-      requests[i] = result.requests.total;
-      cpuUs[i] = ((cpuMsOf(targets[i]!.pid) - before[k]!) * 1000) / result.requests.total;
-    }
+  /** Loads target `i` for one slice: the requests it answered, and its CPU µs per request. */
+  const measureOne = async (i: 0 | 1) => {
+    const target = targets[i];
+    const before = cpuMsOf(target.pid);
+    const result = await load(target, seconds);
+    const bad = result.non2xx + result.errors;
+    if (bad > 0) throw new Error(`${bad} answers of ${'AB'[i]} were not 200`);
+    const total = result.requests.total;
+    return { total, cpuUs: ((cpuMsOf(target.pid) - before) * 1000) / total };
   };
   if (alternate) for (const target of targets) await load(target, 2);
   else await Promise.all(targets.map((target) => load(target, 2)));
   const slices: Slice[] = [];
   for (let index = 0; index < options.slices; index++) {
     // Alternating, B goes second in even slices and first in odd ones: a drift within a pair cancels over two.
-    const order = index % 2 === 0 ? [0, 1] : [1, 0];
-    if (alternate) for (const i of order) await loadSome([i]);
-    else await loadSome(order);
-    const slice: Slice = {
-      requests: [requests[0]!, requests[1]!],
-      cpuUsPerRequest: [cpuUs[0]!, cpuUs[1]!],
-    };
+    const order: [0 | 1, 0 | 1] = index % 2 === 0 ? [0, 1] : [1, 0];
+    const [first, second] = alternate
+      ? [await measureOne(order[0]), await measureOne(order[1])]
+      : await Promise.all(order.map(measureOne));
+    const [a, b] = order[0] === 0 ? [first!, second!] : [second!, first!];
+    const slice: Slice = { requests: [a.total, b.total], cpuUsPerRequest: [a.cpuUs, b.cpuUs] };
     slices.push(slice);
     options.onSlice?.(slice, index);
   }
