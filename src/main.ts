@@ -56,7 +56,7 @@ async function firstToken(
 /**
  * Standard output, written asynchronously so that logging never blocks a request. Lines are
  * written in batches of 8 KiB, or every 100 ms if fewer arrive: a write per line (on libuv's thread
- * pool) was a tenth of a request's CPU under load (README, "Performance"). Start-up lines are
+ * pool) was a tenth of a request's CPU under load (README, "Operating it"). Start-up lines are
  * flushed at once, and everything is flushed before the process exits; a process killed outright
  * loses at most the last 100 ms of lines.
  */

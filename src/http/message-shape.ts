@@ -112,7 +112,8 @@ function takePlace(successor: object, current: object): void {
  * the old generation in 10 s), and bare node:http with one setPrototypeOf per request too, so it
  * is the call, not the packages. Objects born with these prototypes make Express's call a no-op
  * (V8 returns at once when the prototype is already the one asked for): 1.9% survived, and the
- * service answered 1.5x the POSTs per second with half the p99 (README "Performance").
+ * service answered 1.5x the POSTs per second with half the p99 (scripts/bench/README.md, "What
+ * changed").
  *
  * Subclasses rather than functions that call Node's constructors on an object whose prototype is
  * app.request: V8 sizes an object for the properties its constructor chain assigns, and follows

@@ -5,7 +5,7 @@ import type { NextFunction, Request, RequestHandler, Response } from 'express';
  * `next(error)`, a thrown error or a rejected promise stops the chain and hands the error to the
  * next error handler outside it. The request path crosses one router layer instead of one per step:
  * Express's per-layer matching and bookkeeping was an eighth of a request's CPU (README,
- * "Performance"). No step may call `next` twice; none of these does.
+ * "What bought the most"). No step may call `next` twice; none of these does.
  */
 export function pipeline(steps: readonly (RequestHandler | undefined)[]): RequestHandler {
   const chain = steps.filter((step): step is RequestHandler => step !== undefined);

@@ -48,7 +48,7 @@ export function flushRequestLines(): void {
  * skipped because the line holds no header, body or query. Serialising it through pino's generic
  * path (redaction included) was a tenth of a request's CPU. The lines of one turn of the event loop
  * go to the stream in one write (the stream batches writes further; see main.ts and README,
- * "Performance"). `flushRequestLines` writes what is held back at once.
+ * "Operating it"). `flushRequestLines` writes what is held back at once.
  */
 function requestLineWriter(logger: Logger) {
   const internals = logger as unknown as Record<symbol, unknown>;
@@ -102,7 +102,7 @@ function requestLineWriter(logger: Logger) {
  * when the response is written logs one line: id, operationId, method, path (never the query),
  * status, latency; headers and bodies are never logged. `onFinish` (the metrics) hears of the same
  * moment. One listener per request and no per-request child logger: pino-http's child logger was
- * a fifth of a request's time under load (see README, "Performance").
+ * a fifth of a request's time under load (see README, "Operating it").
  */
 export function createRequestLog(
   logger: Logger,

@@ -16,8 +16,8 @@ import {
  * (better-sqlite3 builds with 16,000). The operating system keeps the file's pages in memory
  * anyway, so a miss costs a read from there: with a million plants, 2 MiB measured as fast as
  * 8 MiB, 8 MiB as fast as 32 MiB and 128 MiB no faster; what a large store costs is the WAL and
- * the checkpoints' copies (README "Flat with size"). The megabytes saved went to V8's young
- * generation (README "Operating it").
+ * the checkpoints' copies (scripts/bench/README.md, "Flat with size"). The megabytes saved went to
+ * V8's young generation (README "Operating it").
  */
 export const SQLITE_PAGE_CACHE_KIB = 2048;
 

@@ -175,9 +175,9 @@ class CheckpointThread {
  * frames committed during the last pass. The thread syncs the database file after each of its
  * passes (see THREAD_SOURCE), and runs another pass when many writes came in during one, so with
  * a million plants the end takes 1 to 11 ms, against 74 to 123 ms when it flushed the whole pass
- * (README "Performance"). (The end cannot be left to the thread: while commits go on, each pass
- * leaves new frames behind; and a thread's pass with commits held measured slower, since it
- * shares the server's core with the event loop.)
+ * (scripts/bench/README.md, "What changed"). (The end cannot be left to the thread: while commits
+ * go on, each pass leaves new frames behind; and a thread's pass with commits held measured
+ * slower, since it shares the server's core with the event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
  * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
