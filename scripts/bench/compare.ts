@@ -115,10 +115,7 @@ async function main(): Promise<void> {
             `  CPU µs/request A ${cpuUs[0].toFixed(0)} B ${cpuUs[1].toFixed(0)}  B/A ${(requests[1] / requests[0]).toFixed(3)}`,
         ),
     });
-    const ratios = results.slices.map((slice) => slice.requests[1] / slice.requests[0]);
-    const cpuRatios = results.slices.map(
-      (slice) => slice.cpuUsPerRequest[1] / slice.cpuUsPerRequest[0],
-    );
+    const { requestRatios: ratios, cpuRatios } = results;
     const answered = [0, 1].map((i) =>
       results.slices.reduce((sum, slice) => sum + slice.requests[i as 0 | 1], 0),
     );

@@ -288,7 +288,7 @@ export async function measureFullOverNormal(
       what: 'SQLite FULL ÷ NORMAL, post, alternated',
       slices,
       seconds,
-      perSlice: results.slices.map((slice) => slice.requests[1] / slice.requests[0]),
+      perSlice: results.requestRatios,
       requests: results.requests,
       cpuPerRequest: results.cpuPerRequest,
     };

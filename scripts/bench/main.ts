@@ -24,6 +24,15 @@ import { hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
 import { alternatedLine, markdownReport, summarise } from './report';
 import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
 
+/** What `--only` matches to select the alternated SQLite FULL ÷ NORMAL comparison. */
+const ALTERNATED_ID = 'sqlite/full-vs-normal';
+
+/** Seconds each server is loaded in one slice of the alternated comparison. */
+const ALTERNATED_SLICE_SECONDS = 3;
+
+/** Slices of the alternated comparison unless --alternated-slices says otherwise. */
+const ALTERNATED_SLICES = 16;
+
 const USAGE = `Usage: npm run bench -- [options]
   --quick               a smoke run of a few seconds a cell (also BENCH_QUICK=1): 1 round, 1 s
   --duration S          measured seconds per cell and round (default 10; BENCH_DURATION)
@@ -36,8 +45,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --only LIST           run only cells whose id contains one of these (e.g. node:http,express,sqlite-full/post;
                         full-vs-normal: the alternated comparison below)
   --alternated-slices N after the rounds, SQLite FULL and NORMAL served side by side and loaded one
-                        at a time in N slices of 3 s each, for FULL ÷ NORMAL without the rounds'
-                        drift (default 16; 0 skips it; 0 in --quick)
+                        at a time in N slices of ${ALTERNATED_SLICE_SECONDS} s each, for FULL ÷ NORMAL without the rounds'
+                        drift (default ${ALTERNATED_SLICES}; 0 skips it; 0 in --quick)
   --pg-url URL          PostgreSQL server to create a schema in (default BENCH_DATABASE_URL,
                         PLANT_STORE_TEST_DATABASE_URL, or postgres://postgres@127.0.0.1:5432/test)
   --profile LIST        after the rounds, profile the service under POST load over these stores
@@ -75,12 +84,6 @@ interface Options {
   readonly maxOtherCpuPercent: number;
   readonly alternatedSlices: number;
 }
-
-/** What `--only` matches to select the alternated SQLite FULL ÷ NORMAL comparison. */
-const ALTERNATED_ID = 'sqlite/full-vs-normal';
-
-/** Seconds each server is loaded in one slice of the alternated comparison. */
-const ALTERNATED_SLICE_SECONDS = 3;
 
 class UsageError extends Error {}
 
@@ -187,7 +190,7 @@ function parseOptions(argv: string[]): Options {
     ),
     alternatedSlices: numberOption(
       values['alternated-slices'],
-      quick ? 0 : 16,
+      quick ? 0 : ALTERNATED_SLICES,
       '--alternated-slices',
       0,
     ),

@@ -32,6 +32,10 @@ export interface RatioEstimate {
 /** The slices' B ÷ A, of requests and of CPU per request, with their estimates. */
 export interface SliceResults {
   readonly slices: readonly Slice[];
+  /** B's requests ÷ A's, slice by slice. */
+  readonly requestRatios: readonly number[];
+  /** B's CPU per request ÷ A's, slice by slice. */
+  readonly cpuRatios: readonly number[];
   readonly requests: RatioEstimate;
   readonly cpuPerRequest: RatioEstimate;
 }
@@ -108,9 +112,13 @@ export async function runSlices(options: {
     slices.push(slice);
     options.onSlice?.(slice, index);
   }
+  const requestRatios = slices.map((s) => s.requests[1] / s.requests[0]);
+  const cpuRatios = slices.map((s) => s.cpuUsPerRequest[1] / s.cpuUsPerRequest[0]);
   return {
     slices,
-    requests: estimate(slices.map((s) => s.requests[1] / s.requests[0])),
-    cpuPerRequest: estimate(slices.map((s) => s.cpuUsPerRequest[1] / s.cpuUsPerRequest[0])),
+    requestRatios,
+    cpuRatios,
+    requests: estimate(requestRatios),
+    cpuPerRequest: estimate(cpuRatios),
   };
 }
