@@ -20,7 +20,7 @@ import {
   type AlternatedComparison,
 } from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
-import { hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
+import { fileSystemOf, hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
 import { alternatedLine, markdownReport, summarise } from './report';
 import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
 
@@ -262,7 +262,7 @@ function machineLine(options: Options, postgres: string | undefined): string {
     `Linux ${kernel}`,
     `Node ${process.version}`,
     ...(postgres === undefined ? [] : [postgres]),
-    `SQLite files on ${isTmpfs(options.dataDir) ? 'tmpfs (fsync is free!)' : 'disk'}`,
+    `SQLite files on ${isTmpfs(options.dataDir) ? 'tmpfs (fsync is free!)' : (fileSystemOf(options.dataDir) ?? 'disk')}`,
   ].join(', ');
 }
 

@@ -3,6 +3,7 @@ import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 
 export interface Pinning {
@@ -215,6 +216,41 @@ export function isTmpfs(dir: string): boolean {
     return fs.statfsSync(dir).type === TMPFS_MAGIC;
   } catch {
     return false;
+  }
+}
+
+/**
+ * The file system that holds `dir`, for the run's machine line: its type, its device and, for
+ * ext4, whether it has a journal. Without one, every fdatasync also writes the file's inode, whose
+ * ctime and i_version change with each write: a third synchronous I/O in many of SQLite FULL's
+ * commits (see the record's "Durability"). Undefined where /proc does not tell.
+ */
+export function fileSystemOf(dir: string): string | undefined {
+  try {
+    const target = fs.realpathSync(dir);
+    let holder: { point: string; device: string; type: string; source: string } | undefined;
+    for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+      // id parent major:minor root point options [optional...] - type source super-options
+      const [mount, fileSystem] = line.split(' - ');
+      const [, , device, , escapedPoint] = mount?.split(' ') ?? [];
+      const [type, source] = fileSystem?.split(' ') ?? [];
+      if (!device || !escapedPoint || !type || !source) continue;
+      const point = escapedPoint.replace(/\\([0-7]{3})/g, (_, octal: string) =>
+        String.fromCharCode(parseInt(octal, 8)),
+      );
+      const inside = point === '/' || target === point || target.startsWith(`${point}/`);
+      if (inside && (holder === undefined || point.length >= holder.point.length)) {
+        holder = { point, device, type, source };
+      }
+    }
+    if (holder === undefined) return undefined;
+    if (holder.type !== 'ext4') return `${holder.type} (${holder.source})`;
+    // jbd2 names each journal after its block device (vda-8, dm-0-8).
+    const deviceName = path.basename(fs.realpathSync(`/sys/dev/block/${holder.device}`));
+    const journal = fs.existsSync(`/proc/fs/jbd2/${deviceName}-8`);
+    return `ext4 ${journal ? 'with' : 'without'} a journal (${holder.source})`;
+  } catch {
+    return undefined;
   }
 }
 
