@@ -245,10 +245,20 @@ export function fileSystemOf(dir: string): string | undefined {
     }
     if (holder === undefined) return undefined;
     if (holder.type !== 'ext4') return `${holder.type} (${holder.source})`;
+    const journal = hasJournal(holder.device);
+    const which = journal === undefined ? '' : journal ? ' with a journal' : ' without a journal';
+    return `ext4${which} (${holder.source})`;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the ext4 file system on block device `majorMinor` (254:0) has a journal, if /sys tells. */
+function hasJournal(majorMinor: string): boolean | undefined {
+  try {
     // jbd2 names each journal after its block device (vda-8, dm-0-8).
-    const deviceName = path.basename(fs.realpathSync(`/sys/dev/block/${holder.device}`));
-    const journal = fs.existsSync(`/proc/fs/jbd2/${deviceName}-8`);
-    return `ext4 ${journal ? 'with' : 'without'} a journal (${holder.source})`;
+    const deviceName = path.basename(fs.realpathSync(`/sys/dev/block/${majorMinor}`));
+    return fs.existsSync(`/proc/fs/jbd2/${deviceName}-8`);
   } catch {
     return undefined;
   }
