@@ -12,7 +12,7 @@ import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations';
 import { SQLITE_PAGE_CACHE_KIB } from '../../src/store/sqlite/sqlite-plant-store';
-import { PLANT_NAME, PLANT_TAG, plantId, POST_COUNTER_BASE } from './ids';
+import { createdIds, PLANT_NAME, PLANT_TAG, plantId } from './ids';
 import { hasTaskset, pinSelf } from './proc';
 
 const USAGE = `Usage: npm run bench:checkpoints -- [options]
@@ -58,10 +58,9 @@ function measure(dataDir: string, rows: number, every: number, writes: number) {
     const insert = db.prepare(
       'INSERT INTO plants (id, name, tag) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING',
     );
-    let counter = POST_COUNTER_BASE;
+    const nextCreatedId = createdIds('scattered');
     const commit = db.transaction(() => {
-      for (let i = 0; i < COMMIT; i++)
-        insert.run(BigInt(plantId(counter++, 'scattered')), PLANT_NAME, PLANT_TAG);
+      for (let i = 0; i < COMMIT; i++) insert.run(BigInt(nextCreatedId()), PLANT_NAME, PLANT_TAG);
     });
     const totals = { commitCpu: 0, commitWall: 0, checkpointCpu: 0, checkpointWall: 0, frames: 0 };
     const timed = (run: () => void): [number, number] => {

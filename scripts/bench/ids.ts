@@ -18,6 +18,12 @@ const MODULUS = 1n << 62n;
 /** Odd, so multiplication modulo 2^62 is a bijection: distinct counters give distinct ids. */
 export const SCATTER_MULTIPLIER = 0x1e3779b97f4a7c15n;
 
+/** The ids one load creates, one per call: those of counters POST_COUNTER_BASE, + 1, + 2, ... */
+export function createdIds(order: IdOrder): () => string {
+  let counter = POST_COUNTER_BASE;
+  return () => plantId(counter++, order);
+}
+
 /** The id of the counter `n` (0 <= n < 2^53), as decimal text. */
 export function plantId(n: number, order: IdOrder): string {
   return order === 'sequential'

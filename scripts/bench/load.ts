@@ -5,7 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
-import { createBody, plantId, POST_COUNTER_BASE } from './ids';
+import { createBody, createdIds, plantId } from './ids';
 import type { LatencySummary, LoadEvent, LoadResult, LoadSpec } from './load-spec';
 
 type Request = NonNullable<Parameters<typeof autocannon>[0]['requests']>[number];
@@ -50,7 +50,7 @@ class Samples {
 }
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
-  let postCounter = POST_COUNTER_BASE;
+  const nextCreatedId = createdIds(spec.idOrder);
   let deleteCounter = 0;
   let exhausted = 0;
   let postsSent = 0;
@@ -74,7 +74,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     headers: { 'content-type': 'application/json' },
     setupRequest: (request) => {
       postsSent++;
-      request.body = createBody(plantId(postCounter++, spec.idOrder));
+      request.body = createBody(nextCreatedId());
       return request;
     },
     onResponse: expect(200, 'POST /plants'),

@@ -223,7 +223,9 @@ export function isTmpfs(dir: string): boolean {
  * The file system that holds `dir`, for the run's machine line: its type, its device and, for
  * ext4, whether it has a journal. Without one, every fdatasync also writes the file's inode, whose
  * ctime and i_version change with each write: a third synchronous I/O in many of SQLite FULL's
- * commits (see the record's "Durability"). Undefined where /proc does not tell.
+ * commits, though one that did not measurably move FULL ÷ NORMAL (the record's "Durability"). A
+ * run's figures depend on its file system, so the line says which. Undefined where /proc does not
+ * tell.
  */
 export function fileSystemOf(dir: string): string | undefined {
   try {

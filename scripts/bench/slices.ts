@@ -6,7 +6,7 @@
  * for SQLite FULL ÷ NORMAL.
  */
 import autocannon from 'autocannon';
-import { createBody, plantId, POST_COUNTER_BASE } from './ids';
+import { createBody, createdIds } from './ids';
 import { cpuMsOf } from './proc';
 
 /** A service to load: its address, a valid token, and its process for the CPU it uses. */
@@ -69,7 +69,7 @@ export async function runSlices(options: {
   readonly onSlice?: (slice: Slice, index: number) => void;
 }): Promise<SliceResults> {
   const { targets, alternate, seconds, connections } = options;
-  let counter = POST_COUNTER_BASE;
+  const nextCreatedId = createdIds('scattered');
   const load = (target: SliceTarget, duration: number) =>
     autocannon({
       url: target.url,
@@ -83,7 +83,7 @@ export async function runSlices(options: {
           headers: { 'content-type': 'application/json' },
           setupRequest: (request) => ({
             ...request,
-            body: createBody(plantId(counter++, 'scattered')),
+            body: createBody(nextCreatedId()),
           }),
         },
       ],
