@@ -34,6 +34,8 @@ declare module 'autocannon' {
     statusCodeStats: Record<string, { count: number }>;
     /** Responses in the run, and their mean rate per second. */
     requests: { total: number; average: number };
+    /** Latency of the run's responses in ms (from autocannon's histogram, at 1 ms resolution). */
+    latency: { mean: number; p50: number; p99: number; max: number };
   }
 
   interface Instance extends EventEmitter, PromiseLike<Result> {

@@ -109,13 +109,14 @@ async function main(): Promise<void> {
       slices,
       seconds,
       connections,
-      onSlice: ({ requests, cpuUsPerRequest: cpuUs }, index) =>
+      onSlice: ({ requests, cpuUsPerRequest: cpuUs, p99Ms }, index) =>
         console.log(
           `slice ${index + 1}: req/s A ${(requests[0] / seconds).toFixed(0)} B ${(requests[1] / seconds).toFixed(0)}` +
-            `  CPU µs/request A ${cpuUs[0].toFixed(0)} B ${cpuUs[1].toFixed(0)}  B/A ${(requests[1] / requests[0]).toFixed(3)}`,
+            `  CPU µs/request A ${cpuUs[0].toFixed(0)} B ${cpuUs[1].toFixed(0)}` +
+            `  p99 ms A ${p99Ms[0]} B ${p99Ms[1]}  B/A ${(requests[1] / requests[0]).toFixed(3)}`,
         ),
     });
-    const { requestRatios: ratios, cpuRatios } = results;
+    const { requestRatios: ratios, cpuRatios, p99Ratios } = results;
     const answered = [0, 1].map((i) =>
       results.slices.reduce((sum, slice) => sum + slice.requests[i as 0 | 1], 0),
     );
@@ -123,6 +124,7 @@ async function main(): Promise<void> {
       `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')}),` +
         ` geometric mean ${describeEstimate(results.requests)}\n` +
         `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${describeEstimate(results.cpuPerRequest)}\n` +
+        `B/A p99 latency: median ${median(p99Ratios).toFixed(3)}, geometric mean ${describeEstimate(results.p99)}\n` +
         `Plants created in the measured slices (each store grew by as many): A ${answered[0]}, B ${answered[1]}`,
     );
   } finally {

@@ -245,6 +245,8 @@ export interface AlternatedComparison {
   readonly perSlice: readonly number[];
   readonly requests: RatioEstimate;
   readonly cpuPerRequest: RatioEstimate;
+  /** FULL's p99 latency ÷ NORMAL's. */
+  readonly p99: RatioEstimate;
 }
 
 /**
@@ -291,6 +293,7 @@ export async function measureFullOverNormal(
       perSlice: results.requestRatios,
       requests: results.requests,
       cpuPerRequest: results.cpuPerRequest,
+      p99: results.p99,
     };
   } finally {
     cleanups.delete(closeAll);

@@ -255,14 +255,14 @@ function comparisonLine(c: Comparison): string {
   return `- ${c.what}: ${fixed(c.value, 2)}x (${rounds}per server CPU-second ${fixed(c.perCpuSecond, 2)}x)`;
 }
 
-/** The alternated comparison's line: its estimate, each slice's ratio, and the CPU per request. */
+/** The alternated comparison's line: its estimate, each slice's ratio, the CPU per request and the p99. */
 export function alternatedLine(a: AlternatedComparison): string {
-  const { requests, cpuPerRequest } = a;
+  const { requests, cpuPerRequest, p99 } = a;
   return (
     `- ${a.what} (${a.slices} slices of ${a.seconds} s per setting, one server loaded at a time): ` +
     `${fixed(requests.mean, 2)}x (two standard errors ${fixed(requests.low, 2)}x to ${fixed(requests.high, 2)}x; ` +
     `slices ${a.perSlice.map((r) => `${fixed(r, 2)}x`).join(', ')}; ` +
-    `CPU per request ${fixed(cpuPerRequest.mean, 2)}x)`
+    `CPU per request ${fixed(cpuPerRequest.mean, 2)}x, p99 latency ${fixed(p99.mean, 2)}x)`
   );
 }
 

@@ -16,10 +16,11 @@ export interface SliceTarget {
   readonly pid: number;
 }
 
-/** One slice: requests each server answered and its CPU µs per request, A first. */
+/** One slice: requests each server answered, its CPU µs per request and its p99 latency in ms, A first. */
 export interface Slice {
   readonly requests: readonly [number, number];
   readonly cpuUsPerRequest: readonly [number, number];
+  readonly p99Ms: readonly [number, number];
 }
 
 /** A ratio's geometric mean over the slices, and two standard errors either side of it. */
@@ -36,8 +37,11 @@ export interface SliceResults {
   readonly requestRatios: readonly number[];
   /** B's CPU per request ÷ A's, slice by slice. */
   readonly cpuRatios: readonly number[];
+  /** B's p99 latency ÷ A's, slice by slice. */
+  readonly p99Ratios: readonly number[];
   readonly requests: RatioEstimate;
   readonly cpuPerRequest: RatioEstimate;
+  readonly p99: RatioEstimate;
 }
 
 /**
@@ -88,7 +92,7 @@ export async function runSlices(options: {
         },
       ],
     });
-  /** Loads target `i` for one slice: the requests it answered, and its CPU µs per request. */
+  /** Loads target `i` for one slice: the requests it answered, its CPU µs per request and its p99. */
   const measureOne = async (i: 0 | 1) => {
     const target = targets[i];
     const before = cpuMsOf(target.pid);
@@ -96,7 +100,11 @@ export async function runSlices(options: {
     const bad = result.non2xx + result.errors;
     if (bad > 0) throw new Error(`${bad} answers of ${'AB'[i]} were not 200`);
     const total = result.requests.total;
-    return { total, cpuUs: ((cpuMsOf(target.pid) - before) * 1000) / total };
+    return {
+      total,
+      cpuUs: ((cpuMsOf(target.pid) - before) * 1000) / total,
+      p99Ms: result.latency.p99,
+    };
   };
   if (alternate) for (const target of targets) await load(target, 2);
   else await Promise.all(targets.map((target) => load(target, 2)));
@@ -108,17 +116,24 @@ export async function runSlices(options: {
       ? [await measureOne(order[0]), await measureOne(order[1])]
       : await Promise.all(order.map(measureOne));
     const [a, b] = order[0] === 0 ? [first!, second!] : [second!, first!];
-    const slice: Slice = { requests: [a.total, b.total], cpuUsPerRequest: [a.cpuUs, b.cpuUs] };
+    const slice: Slice = {
+      requests: [a.total, b.total],
+      cpuUsPerRequest: [a.cpuUs, b.cpuUs],
+      p99Ms: [a.p99Ms, b.p99Ms],
+    };
     slices.push(slice);
     options.onSlice?.(slice, index);
   }
   const requestRatios = slices.map((s) => s.requests[1] / s.requests[0]);
   const cpuRatios = slices.map((s) => s.cpuUsPerRequest[1] / s.cpuUsPerRequest[0]);
+  const p99Ratios = slices.map((s) => s.p99Ms[1] / s.p99Ms[0]);
   return {
     slices,
     requestRatios,
     cpuRatios,
+    p99Ratios,
     requests: estimate(requestRatios),
     cpuPerRequest: estimate(cpuRatios),
+    p99: estimate(p99Ratios),
   };
 }
