@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { startServiceOver, type StartedService } from './harness';
 import { hasTaskset, pinSelf } from './proc';
 import { median } from './report';
-import { describeEstimate, runSlices } from './slices';
+import { describeEstimate, runSlices, type RatioEstimate } from './slices';
 import { defaultPostgresUrl } from './stores';
 
 const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
@@ -120,11 +120,15 @@ async function main(): Promise<void> {
     const answered = [0, 1].map((i) =>
       results.slices.reduce((sum, slice) => sum + slice.requests[i as 0 | 1], 0),
     );
+    /** A ratio's median over the slices (then, given `each`, every slice's), and its geometric mean. */
+    const summary = (perSlice: readonly number[], mean: RatioEstimate, each = false) =>
+      `median ${median(perSlice).toFixed(3)}` +
+      (each ? ` (${perSlice.map((r) => r.toFixed(2)).join(' ')})` : '') +
+      `, geometric mean ${describeEstimate(mean)}`;
     console.log(
-      `B/A requests answered: median ${median(ratios).toFixed(3)} (${ratios.map((r) => r.toFixed(2)).join(' ')}),` +
-        ` geometric mean ${describeEstimate(results.requests)}\n` +
-        `B/A CPU per request: median ${median(cpuRatios).toFixed(3)}, geometric mean ${describeEstimate(results.cpuPerRequest)}\n` +
-        `B/A p99 latency: median ${median(p99Ratios).toFixed(3)}, geometric mean ${describeEstimate(results.p99)}\n` +
+      `B/A requests answered: ${summary(ratios, results.requests, true)}\n` +
+        `B/A CPU per request: ${summary(cpuRatios, results.cpuPerRequest)}\n` +
+        `B/A p99 latency: ${summary(p99Ratios, results.p99)}\n` +
         `Plants created in the measured slices (each store grew by as many): A ${answered[0]}, B ${answered[1]}`,
     );
   } finally {

@@ -124,9 +124,12 @@ export async function runSlices(options: {
     slices.push(slice);
     options.onSlice?.(slice, index);
   }
-  const requestRatios = slices.map((s) => s.requests[1] / s.requests[0]);
-  const cpuRatios = slices.map((s) => s.cpuUsPerRequest[1] / s.cpuUsPerRequest[0]);
-  const p99Ratios = slices.map((s) => s.p99Ms[1] / s.p99Ms[0]);
+  /** B's value ÷ A's of one measure, slice by slice. */
+  const bOverA = (measure: (slice: Slice) => readonly [number, number]) =>
+    slices.map((slice) => measure(slice)[1] / measure(slice)[0]);
+  const requestRatios = bOverA((slice) => slice.requests);
+  const cpuRatios = bOverA((slice) => slice.cpuUsPerRequest);
+  const p99Ratios = bOverA((slice) => slice.p99Ms);
   return {
     slices,
     requestRatios,
