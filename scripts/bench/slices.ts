@@ -126,7 +126,10 @@ export async function runSlices(options: {
   }
   /** B's value ÷ A's of one measure, slice by slice. */
   const bOverA = (measure: (slice: Slice) => readonly [number, number]) =>
-    slices.map((slice) => measure(slice)[1] / measure(slice)[0]);
+    slices.map((slice) => {
+      const [a, b] = measure(slice);
+      return b / a;
+    });
   const requestRatios = bOverA((slice) => slice.requests);
   const cpuRatios = bOverA((slice) => slice.cpuUsPerRequest);
   const p99Ratios = bOverA((slice) => slice.p99Ms);
