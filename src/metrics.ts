@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { FinishedRequest } from './http/request-log';
-import type { PlantStore } from './store/plant-store';
+import type { CommitTotals, PlantStore } from './store/plant-store';
 import { wrapStoreMethods } from './store/wrap-store';
 
 export interface Metrics {
@@ -9,11 +9,43 @@ export interface Metrics {
   record(request: FinishedRequest): void;
   /** GET /metrics in the Prometheus text format. */
   readonly handler: RequestHandler;
-  /** The same store, timing every call, labelled by method and outcome. */
+  /**
+   * The same store, timing every call, labelled by method and outcome; and, where the store
+   * group-commits (SQLite), its commits' totals. Once per registry.
+   */
   instrumentStore(store: PlantStore): PlantStore;
 }
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+/** Counters read off the store's running totals at each scrape, so a commit only adds to numbers. */
+function registerCommitTotals(registry: Registry, totals: CommitTotals): void {
+  const counter = (name: string, help: string, read: () => number) =>
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        this.reset();
+        this.inc(read());
+      },
+    });
+  counter(
+    'sqlite_group_commits_total',
+    'Group commits of the SQLite store whose writes were answered (committed and, under FULL, synced).',
+    () => totals.commits,
+  );
+  counter(
+    'sqlite_group_commit_writes_total',
+    'Writes in those commits; divided by sqlite_group_commits_total, the writes that share a commit.',
+    () => totals.writes,
+  );
+  counter(
+    'sqlite_wal_sync_seconds_total',
+    "Time of those commits' WAL syncs under SQLITE_SYNCHRONOUS=FULL, from the commit to the sync's completion.",
+    () => totals.syncSeconds,
+  );
+}
 
 /** Prometheus metrics in a registry of their own (no global state), process metrics included. */
 export function createMetrics(): Metrics {
@@ -69,6 +101,7 @@ export function createMetrics(): Metrics {
       res.type(registry.contentType).send(await registry.metrics());
     },
     instrumentStore(store) {
+      if (store.commitTotals !== undefined) registerCommitTotals(registry, store.commitTotals);
       return wrapStoreMethods(store, (operation, method) => {
         const ok = storeLatency.labels({ operation, outcome: 'ok' });
         const failed = storeLatency.labels({ operation, outcome: 'error' });

@@ -38,6 +38,20 @@ export interface TokenChangeWatch {
 }
 
 /**
+ * Running totals of a store's group commits (see createGroupCommit), read when metrics are scraped:
+ * over the commits, how many writes share one, and how long their syncs take, which together set
+ * what `synchronous=FULL` costs.
+ */
+export interface CommitTotals {
+  /** Group commits whose writes were answered: committed and, under FULL, synced. */
+  readonly commits: number;
+  /** The writes in those commits. */
+  readonly writes: number;
+  /** The time their WAL syncs took under FULL, from the commit to the sync's completion (0 under NORMAL). */
+  readonly syncSeconds: number;
+}
+
+/**
  * The storage behind the service. Each method is one unit of work; absence is reported in the
  * return value, never as an exception, and the service decides whether it is an error.
  */
@@ -67,6 +81,8 @@ export interface PlantStore {
    * of tokens are cached only then (see createTokensService).
    */
   readonly tokenChanges?: TokenChangeWatch;
+  /** Present when the store group-commits its writes in transactions of its own (SQLite). */
+  readonly commitTotals?: CommitTotals;
 }
 
 /** The store cannot answer now (unreachable, restarting, overloaded); the request may be retried. */

@@ -100,6 +100,32 @@ describe('the plant API over loopback, through the typed client', () => {
   });
 });
 
+/** The value of an unlabelled series in Prometheus text, or NaN when it is absent. */
+function seriesValue(metricsText: string, name: string): number {
+  const line = metricsText.split('\n').find((candidate) => candidate.startsWith(`${name} `));
+  return line === undefined ? Number.NaN : Number(line.slice(name.length + 1));
+}
+
+describe('GET /metrics of a running server', () => {
+  it("reports the SQLite store's group commits, their writes and the time of their WAL syncs", async () => {
+    const { server, token } = await startWithToken();
+    const statuses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => createPlantStatus(server.baseUrl, token, i + 1)),
+    );
+    expect(statuses).toEqual(Array.from({ length: 20 }, () => 200));
+
+    const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+    const commits = seriesValue(text, 'sqlite_group_commits_total');
+    const writes = seriesValue(text, 'sqlite_group_commit_writes_total');
+    // The 20 creates, and the token's last use, recorded by a write of its own.
+    expect(writes).toBeGreaterThanOrEqual(20);
+    expect(commits).toBeGreaterThanOrEqual(1);
+    expect(commits).toBeLessThanOrEqual(writes);
+    // FULL, the default, syncs the WAL after each of them.
+    expect(seriesValue(text, 'sqlite_wal_sync_seconds_total')).toBeGreaterThan(0);
+  });
+});
+
 describe('the development token', () => {
   it('is printed once on the first start with an empty store outside production, and it works', async () => {
     const server = await startServer({ sqlitePath: tempSqlitePath() });

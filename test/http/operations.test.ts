@@ -6,7 +6,7 @@ import type { RateLimits } from '../../src/http/protections';
 import { createRequestLog, flushRequestLines } from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
-import { buildTestApp, expectError, type TestApp } from '../support/test-app';
+import { buildTestApp, expectError, TEST_STORE, type TestApp } from '../support/test-app';
 
 let t: TestApp;
 afterEach(async () => {
@@ -213,6 +213,28 @@ describe('GET /metrics', () => {
     expect(res.text).toMatch(
       /store_operation_duration_seconds_count\{operation="createPlant",outcome="ok"\} 1/,
     );
+  });
+
+  it("exports a SQLite store's commit totals as counters, and keeps them on the instrumented store", async () => {
+    const metrics = createMetrics();
+    t = await buildTestApp({ metrics });
+    const store = metrics.instrumentStore(t.store);
+    expect(store.commitTotals).toBe(t.store.commitTotals);
+    await Promise.all([5n, 6n, 7n].map((id) => store.createPlant({ id, name: 'a' })));
+    const res = await request(t.app).get('/metrics');
+    const totals = t.store.commitTotals;
+    if (TEST_STORE === 'postgres') {
+      // PostgreSQL commits and syncs on its own side; it has no totals of the service's to export.
+      expect(totals).toBeUndefined();
+      expect(res.text).not.toContain('sqlite_group_commits_total');
+      return;
+    }
+    if (totals === undefined) throw new Error('the SQLite store reports its commit totals');
+    expect(totals.writes).toBeGreaterThanOrEqual(3);
+    expect(res.text).toContain('# TYPE sqlite_group_commits_total counter');
+    expect(res.text).toContain(`\nsqlite_group_commits_total ${totals.commits}\n`);
+    expect(res.text).toContain(`\nsqlite_group_commit_writes_total ${totals.writes}\n`);
+    expect(res.text).toContain(`\nsqlite_wal_sync_seconds_total ${totals.syncSeconds}\n`);
   });
 
   it('answers If-None-Match: * as the GETs of the contract do, with a 304 and no content', async () => {

@@ -82,6 +82,45 @@ describe('group commit in the SQLite store', () => {
     expect(await store.createPlant({ id: 1n, name: 'a' })).toEqual({ name: 'a' });
   });
 
+  it('counts the commits it answered, their writes and the time of their syncs', async () => {
+    const totals = store.commitTotals;
+    if (totals === undefined) throw new Error('the SQLite store reports its commit totals');
+    const before = { ...totals };
+    await Promise.all(
+      Array.from({ length: 10 }, (_, i) => store.createPlant({ id: BigInt(i), name: `p${i}` })),
+    );
+    expect(totals.commits - before.commits).toBe(1);
+    expect(totals.writes - before.writes).toBe(10);
+    expect(totals.syncSeconds).toBeGreaterThan(before.syncSeconds);
+
+    for (let i = 10; i < 13; i++) await store.createPlant({ id: BigInt(i), name: `p${i}` });
+    expect(totals.commits - before.commits).toBe(4);
+    expect(totals.writes - before.writes).toBe(13);
+  });
+
+  it('counts no commit that failed, and no sync under NORMAL', async () => {
+    const totals = store.commitTotals!;
+    const before = { ...totals };
+    observer.exec('BEGIN IMMEDIATE');
+    await Promise.allSettled([store.createPlant({ id: 1n, name: 'a' })]);
+    observer.exec('ROLLBACK');
+    expect({ ...totals }).toEqual(before);
+
+    const normalFile = path.join(dir, 'normal.sqlite');
+    const normal = openSqlitePlantStore({
+      path: normalFile,
+      synchronous: 'NORMAL',
+      busyTimeoutMs: 50,
+    });
+    try {
+      await Promise.all([normal.createPlant({ id: 1n, name: 'a' }), normal.deletePlant(2n)]);
+      expect(normal.commitTotals).toMatchObject({ writes: 2, syncSeconds: 0 });
+      expect(normal.commitTotals!.commits).toBeGreaterThanOrEqual(1);
+    } finally {
+      await normal.close();
+    }
+  });
+
   it('commits queued writes before closing', async () => {
     const pending = store.createPlant({ id: 3n, name: 'queued' });
     await store.close();

@@ -1,6 +1,7 @@
 import { promisify } from 'node:util';
 import type Database from 'better-sqlite3';
 import { createBatcher } from '../batcher';
+import type { CommitTotals } from '../plant-store';
 import type { WalCheckpoints } from './wal-checkpoints';
 
 /** Runs writes in shared transactions; see createGroupCommit. */
@@ -9,6 +10,8 @@ export interface GroupCommit {
   write<T>(run: () => T): Promise<T>;
   /** Commits whatever is queued and resolves once every commit made so far has been synced. */
   settle(): Promise<void>;
+  /** The commits answered so far, their writes and the time of their syncs; updated in place. */
+  readonly totals: CommitTotals;
 }
 
 /** Makes what is committed so far durable, off the event loop, then calls back (with an error if it could not). */
@@ -36,6 +39,7 @@ export function createGroupCommit(
     batch.map((run) => run()),
   );
   const sync = syncAfterCommit === undefined ? undefined : promisify(syncAfterCommit);
+  const totals = { commits: 0, writes: 0, syncSeconds: 0 };
   // One commit at a time: a batch commits as soon as it is sent, and is answered, and the next
   // batch sent, only after its sync.
   const commits = createBatcher(
@@ -43,8 +47,14 @@ export function createGroupCommit(
       const checkpointEnd = checkpoints?.beforeCommit();
       if (checkpointEnd !== undefined) await checkpointEnd;
       const results = commitAll.immediate(batch);
-      await sync?.();
+      if (sync !== undefined) {
+        const syncStarted = performance.now();
+        await sync();
+        totals.syncSeconds += (performance.now() - syncStarted) / 1000;
+      }
       checkpoints?.afterCommit(batch.length);
+      totals.commits++;
+      totals.writes += batch.length;
       return results;
     },
     { maxInFlight: 1, maxBatch: Infinity },
@@ -52,5 +62,6 @@ export function createGroupCommit(
   return {
     write: <T>(run: () => T) => commits.submit(run) as Promise<T>,
     settle: () => commits.drain(),
+    totals,
   };
 }
