@@ -117,7 +117,7 @@ describe('GET /metrics of a running server', () => {
     const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
     const commits = seriesValue(text, 'sqlite_group_commits_total');
     const writes = seriesValue(text, 'sqlite_group_commit_writes_total');
-    // The 20 creates, and the token's last use, recorded by a write of its own.
+    // The 20 creates, and the token's last use where it was due (a write of its own).
     expect(writes).toBeGreaterThanOrEqual(20);
     expect(commits).toBeGreaterThanOrEqual(1);
     expect(commits).toBeLessThanOrEqual(writes);
