@@ -2,7 +2,11 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import { StoreUnavailableError, type PlantStore } from '../../src/store/plant-store';
+import {
+  StoreUnavailableError,
+  type CommitTotals,
+  type PlantStore,
+} from '../../src/store/plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 
 let dir: string;
@@ -30,6 +34,13 @@ function walFrames(): number {
   const pageSize = observer.pragma('page_size', { simple: true }) as number;
   const size = fs.existsSync(`${file}-wal`) ? fs.statSync(`${file}-wal`).size : 0;
   return Math.max(0, (size - 32) / (pageSize + 24));
+}
+
+/** The running totals of a SQLite store's group commits, which it always reports. */
+function totalsOf(target: PlantStore): CommitTotals {
+  if (target.commitTotals === undefined)
+    throw new Error('the SQLite store reports its commit totals');
+  return target.commitTotals;
 }
 
 describe('group commit in the SQLite store', () => {
@@ -83,8 +94,7 @@ describe('group commit in the SQLite store', () => {
   });
 
   it('counts the commits it answered, their writes and the time of their syncs', async () => {
-    const totals = store.commitTotals;
-    if (totals === undefined) throw new Error('the SQLite store reports its commit totals');
+    const totals = totalsOf(store);
     const before = { ...totals };
     await Promise.all(
       Array.from({ length: 10 }, (_, i) => store.createPlant({ id: BigInt(i), name: `p${i}` })),
@@ -99,7 +109,7 @@ describe('group commit in the SQLite store', () => {
   });
 
   it('counts no commit that failed, and no sync under NORMAL', async () => {
-    const totals = store.commitTotals!;
+    const totals = totalsOf(store);
     const before = { ...totals };
     observer.exec('BEGIN IMMEDIATE');
     await Promise.allSettled([store.createPlant({ id: 1n, name: 'a' })]);
@@ -114,8 +124,8 @@ describe('group commit in the SQLite store', () => {
     });
     try {
       await Promise.all([normal.createPlant({ id: 1n, name: 'a' }), normal.deletePlant(2n)]);
-      expect(normal.commitTotals).toMatchObject({ writes: 2, syncSeconds: 0 });
-      expect(normal.commitTotals!.commits).toBeGreaterThanOrEqual(1);
+      expect(totalsOf(normal)).toMatchObject({ writes: 2, syncSeconds: 0 });
+      expect(totalsOf(normal).commits).toBeGreaterThanOrEqual(1);
     } finally {
       await normal.close();
     }

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import type { PlantStore } from '../../src/store/plant-store';
 import {
@@ -68,6 +69,26 @@ function isTornCopy(error: unknown): boolean {
   return typeof code === 'string' && /^SQLITE_(CORRUPT|NOTADB)/.test(code);
 }
 
+/** Rows in a copy of the database file taken now, or undefined when the copy is torn. */
+function rowsInCopy(): number | undefined {
+  const copy = path.join(dir, 'file-alone.sqlite');
+  fs.copyFileSync(file, copy);
+  const db = new Database(copy, { readonly: true });
+  try {
+    if (db.pragma('quick_check', { simple: true }) !== 'ok') return undefined;
+    const exists = db
+      .prepare("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'plants'")
+      .pluck()
+      .get();
+    return exists === 0 ? 0 : (db.prepare('SELECT COUNT(*) FROM plants').pluck().get() as number);
+  } catch (error) {
+    if (isTornCopy(error)) return undefined;
+    throw error;
+  } finally {
+    db.close();
+  }
+}
+
 /**
  * Rows in the database file alone, without its WAL: what checkpoints have copied into it. The
  * checkpoint thread may still be copying pages into the file when the writes have been answered, so
@@ -75,28 +96,12 @@ function isTornCopy(error: unknown): boolean {
  * taken again a moment later, once the thread's pass is over.
  */
 async function rowsInFileAlone(): Promise<number> {
-  const copy = path.join(dir, 'file-alone.sqlite');
-  for (let attempt = 1; ; attempt++) {
-    fs.copyFileSync(file, copy);
-    const db = new Database(copy, { readonly: true });
-    try {
-      if (db.pragma('quick_check', { simple: true }) === 'ok') {
-        const exists = db
-          .prepare("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = 'plants'")
-          .pluck()
-          .get();
-        return exists === 0
-          ? 0
-          : (db.prepare('SELECT COUNT(*) FROM plants').pluck().get() as number);
-      }
-      if (attempt === 40) throw new Error('every copy of the database file was damaged');
-    } catch (error) {
-      if (attempt === 40 || !isTornCopy(error)) throw error;
-    } finally {
-      db.close();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 25));
+  for (let attempt = 0; attempt < 40; attempt++) {
+    const rows = rowsInCopy();
+    if (rows !== undefined) return rows;
+    await sleep(25);
   }
+  throw new Error('every copy of the database file was torn');
 }
 
 describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchronous=%s)', (mode) => {
