@@ -39,6 +39,8 @@ export interface LoadResult {
   readonly latencyMs: LatencySummary;
   /** Requests per second in each whole second of the window: shows stalls. */
   readonly perSecond: readonly number[];
+  /** The p99 latency of each of those seconds, in milliseconds. */
+  readonly p99PerSecondMs: readonly number[];
   /** Every status seen during the whole run (warm-up included). */
   readonly statuses: Readonly<Record<string, number>>;
   /** Responses whose status was not the one expected (200 create, 204 delete), whole run. */

@@ -18,8 +18,12 @@ function say(message: LoadEvent): void {
 }
 
 class Samples {
-  private values = new Float64Array(1 << 18);
+  private values: Float64Array;
   private length = 0;
+
+  constructor(capacity: number) {
+    this.values = new Float64Array(capacity);
+  }
 
   push(value: number): void {
     if (this.length === this.values.length) {
@@ -92,11 +96,12 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   const requests =
     spec.workload === 'post' ? [post] : spec.workload === 'delete' ? [remove] : [post, remove];
 
-  const latencies = new Samples();
+  const latencies = new Samples(1 << 18);
   const start = performance.now();
   const windowStart = start + spec.warmupSeconds * 1000;
   const windowEnd = windowStart + spec.durationSeconds * 1000;
   const perSecond = new Array<number>(Math.ceil(spec.durationSeconds)).fill(0);
+  const latenciesPerSecond = perSecond.map(() => new Samples(1 << 13));
   let inWindow = 0;
   let cpuAtWindowStart = process.cpuUsage();
   let cpuInWindow: NodeJS.CpuUsage | undefined;
@@ -126,7 +131,10 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     inWindow++;
     latencies.push(ms);
     const second = Math.floor((now - windowStart) / 1000);
-    if (second < perSecond.length) perSecond[second]!++;
+    if (second < perSecond.length) {
+      perSecond[second]!++;
+      latenciesPerSecond[second]!.push(ms);
+    }
   });
   const result = await instance;
   for (const timer of windowTimers) clearTimeout(timer);
@@ -138,6 +146,9 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     requestsPerSecond: inWindow / spec.durationSeconds,
     latencyMs: latencies.summary(),
     perSecond: perSecond.slice(0, Math.floor(spec.durationSeconds)),
+    p99PerSecondMs: latenciesPerSecond
+      .slice(0, Math.floor(spec.durationSeconds))
+      .map((samples) => samples.summary().p99),
     statuses,
     unexpected,
     unexpectedSamples,
