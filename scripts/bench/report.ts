@@ -83,6 +83,10 @@ const requestsPerServerCpuSecond = (m: Measurement) =>
 const slowestSecondRatio = (m: Measurement) =>
   Math.min(...m.load.perSecond) / Math.max(...m.load.perSecond);
 
+/** The median of the p99s of the window's seconds that answered anything. */
+const p99WithinSecond = (m: Measurement) =>
+  median(m.load.p99PerSecondMs.filter((_, second) => m.load.perSecond[second]! > 0));
+
 export function summarise(
   cells: readonly Cell[],
   measurements: readonly Measurement[],
@@ -107,7 +111,7 @@ export function summarise(
       p99Ms: median(runs.map((m) => m.load.latencyMs.p99)),
       p999Ms: median(runs.map((m) => m.load.latencyMs.p999)),
       maxMs: median(runs.map((m) => m.load.latencyMs.max)),
-      p99WithinSecondMs: median(runs.map((m) => median(m.load.p99PerSecondMs))),
+      p99WithinSecondMs: median(runs.map(p99WithinSecond)),
       slowestSecondRatio: median(runs.map(slowestSecondRatio)),
       unexpected: sum((m) => m.load.unexpected) + sum((m) => (m.serverExitCode === 0 ? 0 : 1)),
       errors: sum((m) => m.load.errors),
