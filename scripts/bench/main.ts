@@ -20,7 +20,14 @@ import {
   type AlternatedComparison,
 } from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
-import { fileSystemOf, hasTaskset, isTmpfs, pinSelf, type Pinning } from './proc';
+import {
+  diskInterruptCpus,
+  fileSystemOf,
+  hasTaskset,
+  isTmpfs,
+  pinSelf,
+  type Pinning,
+} from './proc';
 import { alternatedLine, markdownReport, summarise } from './report';
 import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
 
@@ -251,6 +258,7 @@ async function postgresVersion(url: string): Promise<string> {
 
 function machineLine(options: Options, postgres: string | undefined): string {
   const cpus = os.cpus();
+  const diskInterrupts = diskInterruptCpus(options.dataDir);
   const kernel = (() => {
     try {
       return execFileSync('uname', ['-r']).toString().trim();
@@ -265,6 +273,9 @@ function machineLine(options: Options, postgres: string | undefined): string {
     `Node ${process.version}`,
     ...(postgres === undefined ? [] : [postgres]),
     `SQLite files on ${isTmpfs(options.dataDir) ? 'tmpfs (fsync is free!)' : (fileSystemOf(options.dataDir) ?? 'disk')}`,
+    ...(diskInterrupts === undefined
+      ? []
+      : [`the disk's interrupts on CPU ${diskInterrupts.join(' and ')}`]),
   ].join(', ');
 }
 
@@ -319,6 +330,12 @@ async function main(): Promise<number> {
   }
   const effective = { ...options, stores };
   const pinning = pinningFor(options, notes);
+  if (pinning.serverCpu !== null && diskInterruptCpus(options.dataDir)?.[0] === pinning.serverCpu) {
+    notes.push(
+      `The interrupts of the SQLite files' disk land on the server's core (CPU ${pinning.serverCpu}), ` +
+        'so under FULL each sync\'s completion is handled there (the record\'s "Durability").',
+    );
+  }
   const context: Context = {
     settings: options.settings,
     serviceRoot: options.serviceRoot,

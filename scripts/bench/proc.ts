@@ -229,27 +229,83 @@ export function isTmpfs(dir: string): boolean {
  */
 export function fileSystemOf(dir: string): string | undefined {
   try {
-    const target = fs.realpathSync(dir);
-    let holder: { point: string; device: string; type: string; source: string } | undefined;
-    for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-      // id parent major:minor root point options [optional...] - type source super-options
-      const [mount, fileSystem] = line.split(' - ');
-      const [, , device, , escapedPoint] = mount?.split(' ') ?? [];
-      const [type, source] = fileSystem?.split(' ') ?? [];
-      if (!device || !escapedPoint || !type || !source) continue;
-      const point = escapedPoint.replace(/\\([0-7]{3})/g, (_, octal: string) =>
-        String.fromCharCode(parseInt(octal, 8)),
-      );
-      const inside = point === '/' || target === point || target.startsWith(`${point}/`);
-      if (inside && (holder === undefined || point.length >= holder.point.length)) {
-        holder = { point, device, type, source };
-      }
-    }
+    const holder = mountOf(dir);
     if (holder === undefined) return undefined;
     if (holder.type !== 'ext4') return `${holder.type} (${holder.source})`;
     const journal = hasJournal(holder.device);
     const which = journal === undefined ? '' : journal ? ' with a journal' : ' without a journal';
     return `ext4${which} (${holder.source})`;
+  } catch {
+    return undefined;
+  }
+}
+
+interface Mount {
+  readonly point: string;
+  /** major:minor of its block device. */
+  readonly device: string;
+  readonly type: string;
+  readonly source: string;
+}
+
+/** The mount that holds `dir`, from /proc/self/mountinfo: the longest mount point above it. */
+function mountOf(dir: string): Mount | undefined {
+  const target = fs.realpathSync(dir);
+  let holder: Mount | undefined;
+  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    // id parent major:minor root point options [optional...] - type source super-options
+    const [mount, fileSystem] = line.split(' - ');
+    const [, , device, , escapedPoint] = mount?.split(' ') ?? [];
+    const [type, source] = fileSystem?.split(' ') ?? [];
+    if (!device || !escapedPoint || !type || !source) continue;
+    const point = escapedPoint.replace(/\\([0-7]{3})/g, (_, octal: string) =>
+      String.fromCharCode(parseInt(octal, 8)),
+    );
+    const inside = point === '/' || target === point || target.startsWith(`${point}/`);
+    if (inside && (holder === undefined || point.length >= holder.point.length)) {
+      holder = { point, device, type, source };
+    }
+  }
+  return holder;
+}
+
+/**
+ * The CPUs that have taken the interrupts of the disk holding `dir` since boot (each with at least
+ * a tenth of them), most first: the counts of /proc/interrupts over the MSI vectors of the disk's
+ * PCI device. Under SQLite FULL each sync ends in such an interrupt, whose handling takes the core
+ * it lands on from whatever runs there. Undefined where /sys does not tell (tmpfs, no MSI).
+ */
+export function diskInterruptCpus(dir: string): number[] | undefined {
+  try {
+    const holder = mountOf(dir);
+    if (holder === undefined) return undefined;
+    let block = fs.realpathSync(`/sys/dev/block/${holder.device}`);
+    // A partition's directory sits inside its disk's.
+    if (fs.existsSync(path.join(block, 'partition'))) block = path.dirname(block);
+    let device = fs.realpathSync(path.join(block, 'device'));
+    while (!fs.existsSync(path.join(device, 'msi_irqs'))) {
+      const parent = path.dirname(device);
+      if (!parent.startsWith('/sys/devices/')) return undefined;
+      device = parent;
+    }
+    const vectors = new Set(fs.readdirSync(path.join(device, 'msi_irqs')));
+    const [header = '', ...lines] = fs.readFileSync('/proc/interrupts', 'utf8').split('\n');
+    const totals = header
+      .trim()
+      .split(/\s+/)
+      .map(() => 0);
+    for (const line of lines) {
+      const [irq = '', ...counts] = line.trim().split(/\s+/);
+      if (!vectors.has(irq.replace(':', ''))) continue;
+      totals.forEach((_, cpu) => (totals[cpu]! += Number(counts[cpu]) || 0));
+    }
+    const all = totals.reduce((sum, count) => sum + count, 0);
+    if (all === 0) return undefined;
+    return totals
+      .map((count, cpu) => ({ count, cpu }))
+      .filter(({ count }) => count >= all / 10)
+      .sort((a, b) => b.count - a.count)
+      .map(({ cpu }) => cpu);
   } catch {
     return undefined;
   }
