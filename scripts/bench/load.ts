@@ -18,12 +18,8 @@ function say(message: LoadEvent): void {
 }
 
 class Samples {
-  private values: Float64Array;
+  private values = new Float64Array(1 << 18);
   private length = 0;
-
-  constructor(capacity: number) {
-    this.values = new Float64Array(capacity);
-  }
 
   push(value: number): void {
     if (this.length === this.values.length) {
@@ -34,8 +30,9 @@ class Samples {
     this.values[this.length++] = value;
   }
 
-  summary(): LatencySummary {
-    const sorted = this.values.slice(0, this.length).sort();
+  /** Of the samples pushed from the `from`-th up to (without) the `to`-th: all of them by default. */
+  summary(from = 0, to = this.length): LatencySummary {
+    const sorted = this.values.slice(from, to).sort();
     const at = (p: number) =>
       sorted.length === 0
         ? 0
@@ -51,6 +48,16 @@ class Samples {
       mean: sorted.length === 0 ? 0 : sum / sorted.length,
     };
   }
+}
+
+/** The p99 of each second's answers, given how many each second had, in the order they came. */
+function p99PerSecond(latencies: Samples, counts: readonly number[]): number[] {
+  let from = 0;
+  return counts.map((count) => {
+    const p99 = latencies.summary(from, from + count).p99;
+    from += count;
+    return p99;
+  });
 }
 
 async function run(spec: LoadSpec): Promise<LoadResult> {
@@ -96,12 +103,12 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   const requests =
     spec.workload === 'post' ? [post] : spec.workload === 'delete' ? [remove] : [post, remove];
 
-  const latencies = new Samples(1 << 18);
+  // In the order of their answers, so each second's are a run of them: perSecond counts each run.
+  const latencies = new Samples();
   const start = performance.now();
   const windowStart = start + spec.warmupSeconds * 1000;
   const windowEnd = windowStart + spec.durationSeconds * 1000;
   const perSecond = new Array<number>(Math.ceil(spec.durationSeconds)).fill(0);
-  const latenciesPerSecond = perSecond.map(() => new Samples(1 << 13));
   let inWindow = 0;
   let cpuAtWindowStart = process.cpuUsage();
   let cpuInWindow: NodeJS.CpuUsage | undefined;
@@ -131,10 +138,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     inWindow++;
     latencies.push(ms);
     const second = Math.floor((now - windowStart) / 1000);
-    if (second < perSecond.length) {
-      perSecond[second]!++;
-      latenciesPerSecond[second]!.push(ms);
-    }
+    if (second < perSecond.length) perSecond[second]!++;
   });
   const result = await instance;
   for (const timer of windowTimers) clearTimeout(timer);
@@ -146,9 +150,7 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
     requestsPerSecond: inWindow / spec.durationSeconds,
     latencyMs: latencies.summary(),
     perSecond: perSecond.slice(0, Math.floor(spec.durationSeconds)),
-    p99PerSecondMs: latenciesPerSecond
-      .slice(0, Math.floor(spec.durationSeconds))
-      .map((samples) => samples.summary().p99),
+    p99PerSecondMs: p99PerSecond(latencies, perSecond.slice(0, Math.floor(spec.durationSeconds))),
     statuses,
     unexpected,
     unexpectedSamples,

@@ -256,9 +256,12 @@ async function postgresVersion(url: string): Promise<string> {
   }
 }
 
-function machineLine(options: Options, postgres: string | undefined): string {
+function machineLine(
+  options: Options,
+  postgres: string | undefined,
+  diskInterrupts: readonly number[] | undefined,
+): string {
   const cpus = os.cpus();
-  const diskInterrupts = diskInterruptCpus(options.dataDir);
   const kernel = (() => {
     try {
       return execFileSync('uname', ['-r']).toString().trim();
@@ -330,7 +333,8 @@ async function main(): Promise<number> {
   }
   const effective = { ...options, stores };
   const pinning = pinningFor(options, notes);
-  if (pinning.serverCpu !== null && diskInterruptCpus(options.dataDir)?.[0] === pinning.serverCpu) {
+  const diskInterrupts = diskInterruptCpus(options.dataDir);
+  if (pinning.serverCpu !== null && diskInterrupts?.[0] === pinning.serverCpu) {
     notes.push(
       `The interrupts of the SQLite files' disk land on the server's core (CPU ${pinning.serverCpu}), ` +
         'so under FULL each sync\'s completion is handled there (the record\'s "Durability").',
@@ -441,9 +445,10 @@ async function main(): Promise<number> {
         `DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http's, times the run; node:http's alone in runs under ${TRUSTED_POST_RATE_SECONDS} s); POST runs start empty except "rows before".`,
       );
     }
+    const machine = machineLine(options, postgres, diskInterrupts);
     const markdown = markdownReport({
       title: `Plant store benchmark${options.quick ? ' (quick smoke: not for comparing)' : ''}`,
-      machine: machineLine(options, postgres),
+      machine,
       command,
       settings: settingsLine,
       summaries,
@@ -456,7 +461,7 @@ async function main(): Promise<number> {
       {
         generatedAt: new Date().toISOString(),
         command,
-        machine: machineLine(options, postgres),
+        machine,
         settings: { ...settings, rounds: options.rounds, stores, pinning },
         summaries,
         measurements,
