@@ -65,6 +65,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --out DIR             where latest.md and latest.json go (default data/bench)
   --data-dir DIR        where SQLite files go: a real disk, not tmpfs (default data/bench/stores)
   --no-pin              do not pin with taskset
+  --server-cpu N        the core the server is pinned to (default 1); the load generator gets
+                        core 0, or core 1 when the server is on 0
   --quiet-wait S        before each run, wait up to S seconds for other processes to go quiet
                         (default 30; 0 in --quick)
   --max-other-cpu P     measure a run again (twice at most, keeping the quietest) when other
@@ -86,6 +88,7 @@ interface Options {
   readonly outDir: string;
   readonly dataDir: string;
   readonly pin: boolean;
+  readonly serverCpu: number;
   readonly quick: boolean;
   readonly quietWaitSeconds: number;
   readonly maxOtherCpuPercent: number;
@@ -105,6 +108,17 @@ function numberOption(
   if (!Number.isFinite(parsed) || parsed < min)
     throw new UsageError(`${name} must be a number >= ${min}`);
   return parsed;
+}
+
+/** A core of this machine, by its number; 1 when not given. */
+function cpuOption(value: string | undefined): number {
+  const cpu = numberOption(value, 1, '--server-cpu', 0);
+  const cores = os.availableParallelism();
+  if (!Number.isInteger(cpu) || cpu >= cores)
+    throw new UsageError(
+      `--server-cpu must be a whole number below ${cores}, this machine's cores`,
+    );
+  return cpu;
 }
 
 function storeList(
@@ -144,6 +158,7 @@ function parseOptions(argv: string[]): Options {
       out: { type: 'string' },
       'data-dir': { type: 'string' },
       'no-pin': { type: 'boolean', default: false },
+      'server-cpu': { type: 'string' },
       'quiet-wait': { type: 'string' },
       'max-other-cpu': { type: 'string' },
       'alternated-slices': { type: 'string' },
@@ -189,6 +204,7 @@ function parseOptions(argv: string[]): Options {
     outDir,
     dataDir: path.resolve(values['data-dir'] ?? path.join(outDir, 'stores')),
     pin: !values['no-pin'],
+    serverCpu: cpuOption(values['server-cpu']),
     quick,
     quietWaitSeconds: numberOption(values['quiet-wait'], quick ? 0 : 30, '--quiet-wait', 0),
     maxOtherCpuPercent: numberOption(
@@ -241,8 +257,9 @@ function pinningFor(options: Options, notes: string[]): Pinning {
     notes.push('Not pinned: taskset or a second core is missing.');
     return { serverCpu: null, loaderCpu: null };
   }
-  pinSelf(0);
-  return { serverCpu: 1, loaderCpu: 0 };
+  const loaderCpu = options.serverCpu === 0 ? 1 : 0;
+  pinSelf(loaderCpu);
+  return { serverCpu: options.serverCpu, loaderCpu };
 }
 
 async function postgresVersion(url: string): Promise<string> {
