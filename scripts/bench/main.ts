@@ -110,8 +110,9 @@ function numberOption(
   return parsed;
 }
 
-/** A core of this machine, by its number; 1 when not given. */
+/** A core of this machine, by its number; 1 when not given (pinningFor skips pinning on one core). */
 function cpuOption(value: string | undefined): number {
+  if (value === undefined) return 1;
   const cpu = numberOption(value, 1, '--server-cpu', 0);
   const cores = os.availableParallelism();
   if (!Number.isInteger(cpu) || cpu >= cores)
