@@ -14,7 +14,7 @@ import {
   runNode,
   startServer,
   stopServer,
-  tailOf,
+  stopServerAndSettleLog,
   waitForQuiet,
   type Pinning,
 } from './proc';
@@ -226,7 +226,7 @@ export async function startServiceOver(options: {
     return {
       target: { url: server.url, token: prepared.token, pid: server.pid },
       close: async () => {
-        await stopServer(server);
+        await stopServerAndSettleLog(server, options.label);
         await prepared.dispose();
       },
     };
@@ -410,14 +410,7 @@ export async function measureCell(
         },
       );
       const { peakMiB } = memoryOf(server.pid);
-      const serverExitCode = await stopServer(server);
-      if (serverExitCode !== 0) {
-        process.stderr.write(
-          `${cell.id}: the server exited with ${serverExitCode}:\n${tailOf(logFile)}\n`,
-        );
-      } else {
-        fs.rmSync(logFile, { force: true });
-      }
+      const serverExitCode = await stopServerAndSettleLog(server, cell.id);
       const windowMs = settings.durationSeconds * 1000;
       const loaderMs = (load.loaderCpuPercent / 100) * windowMs;
       return {

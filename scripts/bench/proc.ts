@@ -50,7 +50,16 @@ export function freePort(): Promise<number> {
 /** The last lines of a log file, for messages when a process fails. */
 export function tailOf(file: string, lines = 40): string {
   try {
-    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    // Only the end is read: a service's log holds a line per request, over 100 MB in a long run.
+    const fd = fs.openSync(file, 'r');
+    try {
+      const size = fs.fstatSync(fd).size;
+      const tail = Buffer.alloc(Math.min(size, 64 * 1024));
+      fs.readSync(fd, tail, 0, tail.length, size - tail.length);
+      return tail.toString('utf8').trimEnd().split('\n').slice(-lines).join('\n');
+    } finally {
+      fs.closeSync(fd);
+    }
   } catch {
     return '';
   }
@@ -146,6 +155,25 @@ export async function stopServer(server: RunningServer, graceMs = 10_000): Promi
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Stops a server and settles its log: removed when the server exited cleanly, kept and its end
+ * printed when not. Returns the exit code.
+ */
+export async function stopServerAndSettleLog(
+  server: RunningServer,
+  name: string,
+): Promise<number | null> {
+  const exitCode = await stopServer(server);
+  if (exitCode === 0) {
+    fs.rmSync(server.logFile, { force: true });
+  } else {
+    process.stderr.write(
+      `${name}: the server exited with ${exitCode} (its log: ${server.logFile}):\n${tailOf(server.logFile)}\n`,
+    );
+  }
+  return exitCode;
 }
 
 /** Peak resident set (VmHWM) and current RSS of a live process, in MiB. */
