@@ -25,10 +25,16 @@ const COMMIT = 25;
 
 const list = (value: string) => value.split(',').map(Number);
 
+/**
+ * A store of `rows` plants, built once and kept for later runs. It is built under another name and
+ * renamed when whole, so a run stopped halfway never leaves a short store to be taken for a full one.
+ */
 function prefilled(dataDir: string, rows: number): string {
   const file = path.join(dataDir, `checkpoints-base-${rows}.sqlite`);
   if (fs.existsSync(file)) return file;
-  const db = new Database(file);
+  const partial = `${file}.partial`;
+  for (const suffix of ['', '-wal', '-shm']) fs.rmSync(partial + suffix, { force: true });
+  const db = new Database(partial);
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = OFF');
@@ -42,6 +48,7 @@ function prefilled(dataDir: string, rows: number): string {
   } finally {
     db.close();
   }
+  fs.renameSync(partial, file);
   return file;
 }
 
