@@ -14,6 +14,7 @@ import { sqliteMigrations } from '../../src/store/sqlite/migrations';
 import { SQLITE_PAGE_CACHE_KIB } from '../../src/store/sqlite/sqlite-plant-store';
 import { createdIds, PLANT_NAME, PLANT_TAG, plantId } from './ids';
 import { hasTaskset, pinSelf } from './proc';
+import { removeSqliteFiles } from './stores';
 
 const USAGE = `Usage: npm run bench:checkpoints -- [options]
   --rows LIST       plants stored before each run (default 0,1000000)
@@ -33,7 +34,7 @@ function prefilled(dataDir: string, rows: number): string {
   const file = path.join(dataDir, `checkpoints-base-${rows}.sqlite`);
   if (fs.existsSync(file)) return file;
   const partial = `${file}.partial`;
-  for (const suffix of ['', '-wal', '-shm']) fs.rmSync(partial + suffix, { force: true });
+  removeSqliteFiles(partial);
   const db = new Database(partial);
   try {
     db.pragma('journal_mode = WAL');
@@ -54,7 +55,7 @@ function prefilled(dataDir: string, rows: number): string {
 
 function measure(dataDir: string, rows: number, every: number, writes: number) {
   const file = path.join(dataDir, 'checkpoints-run.sqlite');
-  for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
+  removeSqliteFiles(file);
   fs.copyFileSync(prefilled(dataDir, rows), file);
   const db = new Database(file);
   try {
@@ -103,7 +104,7 @@ function measure(dataDir: string, rows: number, every: number, writes: number) {
     };
   } finally {
     db.close();
-    for (const suffix of ['', '-wal', '-shm']) fs.rmSync(file + suffix, { force: true });
+    removeSqliteFiles(file);
   }
 }
 

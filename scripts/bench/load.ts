@@ -144,13 +144,15 @@ async function run(spec: LoadSpec): Promise<LoadResult> {
   for (const timer of windowTimers) clearTimeout(timer);
   cpuInWindow ??= process.cpuUsage(cpuAtWindowStart);
   const cpuMs = (cpuInWindow.user + cpuInWindow.system) / 1000;
+  // A last second cut short by the window's end is left out.
+  const wholeSeconds = perSecond.slice(0, Math.floor(spec.durationSeconds));
 
   return {
     requests: inWindow,
     requestsPerSecond: inWindow / spec.durationSeconds,
     latencyMs: latencies.summary(),
-    perSecond: perSecond.slice(0, Math.floor(spec.durationSeconds)),
-    p99PerSecondMs: p99PerSecond(latencies, perSecond.slice(0, Math.floor(spec.durationSeconds))),
+    perSecond: wholeSeconds,
+    p99PerSecondMs: p99PerSecond(latencies, wholeSeconds),
     statuses,
     unexpected,
     unexpectedSamples,

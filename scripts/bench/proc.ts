@@ -325,7 +325,7 @@ export function diskInterruptCpus(dir: string): number[] | undefined {
     for (const line of lines) {
       const [irq = '', ...counts] = line.trim().split(/\s+/);
       if (!vectors.has(irq.replace(':', ''))) continue;
-      totals.forEach((_, cpu) => (totals[cpu]! += Number(counts[cpu]) || 0));
+      for (let cpu = 0; cpu < totals.length; cpu++) totals[cpu]! += Number(counts[cpu]) || 0;
     }
     const all = totals.reduce((sum, count) => sum + count, 0);
     if (all === 0) return undefined;

@@ -36,7 +36,8 @@ async function createToken(serviceRoot: string, env: Record<string, string>): Pr
   return secret;
 }
 
-function removeSqliteFiles(file: string): void {
+/** Removes a SQLite database and the files SQLite keeps beside it. */
+export function removeSqliteFiles(file: string): void {
   for (const suffix of ['', '-wal', '-shm', '-journal']) fs.rmSync(file + suffix, { force: true });
 }
 
