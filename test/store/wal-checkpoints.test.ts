@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
+import workerThreads from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import type { PlantStore } from '../../src/store/plant-store';
 import {
@@ -116,6 +117,26 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     expect(walFrames()).toBeLessThan(500);
     // Everything up to the last restart is in the file itself.
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
+  });
+
+  it('answers every write as stored when no checkpoint thread can start, and lets SQLite checkpoint instead', async () => {
+    // What Node throws when the process may start no more threads (a container's pids limit);
+    // root, which runs the tests, is exempt from the limits a test could set itself.
+    const noThread = jest.spyOn(workerThreads, 'Worker').mockImplementation(() => {
+      throw Object.assign(new Error('Worker initialization failure: 11'), {
+        code: 'ERR_WORKER_INIT_FAILED',
+      });
+    });
+    try {
+      await writeInBatches(open(mode), 300, 10);
+      expect(noThread).toHaveBeenCalledTimes(1);
+    } finally {
+      noThread.mockRestore();
+    }
+
+    // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
+    expect(walFrames()).toBeLessThan(1200);
+    expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
   });
 
   it('keeps every answered write across a close and a reopen, and leaves no WAL behind', async () => {

@@ -244,12 +244,14 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
       if (phase !== 'idle' || writes < everyWrites) return;
       try {
         databaseFile ??= acquireDatabaseFile(db.name);
+        thread ??= new CheckpointThread(db.name, databaseFile.fd, fallBack);
       } catch {
-        // No descriptor (too many open files, say): SQLite's own checkpoints take over.
+        // No descriptor (too many open files) or no thread (the limit of the process's threads,
+        // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as
+        // it runs after the commit: its writes are on disk and must be answered as such.
         fallBack();
         return;
       }
-      thread ??= new CheckpointThread(db.name, databaseFile.fd, fallBack);
       phase = 'background';
       background = pass(thread).then(() => {
         if (phase === 'background') phase = 'tail';
