@@ -38,7 +38,14 @@ export default tseslint.config(
     files: ['jest.config.js', 'test/**/*.js'],
     languageOptions: {
       sourceType: 'commonjs',
-      globals: { module: 'writable', process: 'readonly', __dirname: 'readonly' },
+      globals: {
+        module: 'writable',
+        process: 'readonly',
+        require: 'readonly',
+        __dirname: 'readonly',
+      },
     },
+    // CommonJS: a file preloaded with `node --require` loads its modules with require().
+    rules: { '@typescript-eslint/no-require-imports': 'off' },
   },
 );

@@ -101,22 +101,32 @@ function serve(
   });
   const server = createHttpServer(app, config.http);
   return new Promise<number>((resolve, reject) => {
-    // Installed before the port is bound, so a signal at any moment after start stops cleanly.
-    onStopSignal((signal) => {
+    const stop = (code: number) => {
+      if (shuttingDown) return;
       shuttingDown = true;
-      logger.info({ signal }, 'stopping: draining in-flight requests');
       closeGracefully(server, config.http.shutdownTimeoutMs)
         .then(() => store.close())
         .then(
           () => {
             logger.info('stopped');
-            resolve(0);
+            resolve(code);
           },
           (error: unknown) => {
             logger.error({ err: error }, 'closing the store failed');
             resolve(1);
           },
         );
+    };
+    // Installed before the port is bound, so a signal at any moment after start stops cleanly.
+    onStopSignal((signal) => {
+      logger.info({ signal }, 'stopping: draining in-flight requests');
+      stop(0);
+    });
+    // A store that can no longer write safely answers every write 503 until the process is restarted
+    // (by its supervisor, or the primary under WORKERS): stop, as after a signal, and exit with 1.
+    void store.stopped?.then((reason) => {
+      logger.fatal({ err: reason }, 'the store can no longer write safely: stopping');
+      stop(1);
     });
     server.once('error', reject).listen(config.port, config.host, () => {
       const url = urlOf(config.host, (server.address() as AddressInfo).port);

@@ -72,7 +72,7 @@ export interface PlantStore {
   revokeToken(id: string, at: Date): Promise<boolean>;
   /** How many tokens are not revoked. */
   countActiveTokens(): Promise<number>;
-  /** Resolves when the store answers a trivial query. */
+  /** Resolves when the store answers a trivial query and can still take writes. */
   ping(): Promise<void>;
   /** Releases the store's resources; no method may be called afterwards. */
   close(): Promise<void>;
@@ -83,6 +83,11 @@ export interface PlantStore {
   readonly tokenChanges?: TokenChangeWatch;
   /** Present when the store group-commits its writes in transactions of its own (SQLite). */
   readonly commitTotals?: CommitTotals;
+  /**
+   * Present when the store can come to a state only a restart leaves (SQLite, after a failed
+   * sync): resolves with the reason once every write fails; the process should then stop.
+   */
+  readonly stopped?: Promise<Error>;
 }
 
 /** The store cannot answer now (unreachable, restarting, overloaded); the request may be retried. */

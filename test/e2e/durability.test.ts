@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import {
   cleanupChildren,
   createToken,
@@ -5,6 +7,8 @@ import {
   tempSqlitePath,
   type ChildEnv,
 } from '../support/server-process';
+
+const FAILING_FDATASYNC = path.resolve(__dirname, '..', 'support', 'failing-fdatasync.js');
 
 interface Answer {
   readonly status: number;
@@ -143,5 +147,58 @@ describe('concurrent requests for one id', () => {
       });
     }
     expect(server.process.exitCode).toBeNull();
+  });
+});
+
+describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () => {
+  it('answers that write 503, stops with exit code 1, and a restart writes again', async () => {
+    const sqlitePath = tempSqlitePath();
+    const failing = `${sqlitePath}.disk-fails`;
+    const token = await createToken(sqlitePath, 'e2e');
+    const server = await startServer({
+      sqlitePath,
+      env: {
+        NODE_OPTIONS: `--require ${FAILING_FDATASYNC}`,
+        FAIL_FDATASYNC_WHILE: failing,
+        SHUTDOWN_TIMEOUT_MS: '2000',
+      },
+    });
+    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+    expect(await postRaw(server.baseUrl, token, '{"id": 1, "name": "before"}')).toStrictEqual({
+      status: 200,
+      body: { name: 'before' },
+    });
+
+    fs.writeFileSync(failing, '');
+    const unavailable = {
+      status: 503,
+      body: { error: 503, message: 'The store is unavailable; try again shortly.' },
+    };
+    expect(await postRaw(server.baseUrl, token, '{"id": 2, "name": "during"}')).toStrictEqual(
+      unavailable,
+    );
+
+    expect(await exited).toBe(1);
+    const fatal = server
+      .stdout()
+      .split('\n')
+      .filter((line) => line.includes('the store can no longer write safely'));
+    expect(fatal).toHaveLength(1);
+    expect(JSON.parse(fatal[0]!)).toMatchObject({
+      level: 60,
+      err: { message: expect.any(String) },
+    });
+    expect(fatal[0]).toContain('EIO');
+
+    fs.rmSync(failing);
+    const restarted = await startServer({ sqlitePath });
+    expect(await deletePlant(restarted.baseUrl, token, '1')).toStrictEqual({
+      status: 204,
+      body: undefined,
+    });
+    expect(await postRaw(restarted.baseUrl, token, '{"id": 3, "name": "after"}')).toStrictEqual({
+      status: 200,
+      body: { name: 'after' },
+    });
   });
 });

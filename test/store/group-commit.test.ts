@@ -208,7 +208,29 @@ describe('the WAL sync of synchronous=FULL', () => {
     ]);
 
     expect(outcomes.map((outcome) => outcome.status)).toEqual(['rejected', 'rejected']);
-    expect((outcomes[0] as PromiseRejectedResult).reason).toMatchObject({ code: 'EIO' });
+    const reason = (outcomes[0] as PromiseRejectedResult).reason as Error;
+    expect(reason).toBeInstanceOf(StoreUnavailableError);
+    expect(reason.cause).toMatchObject({ code: 'EIO' });
+  });
+
+  it('after a failed sync, fails every later write without committing it, fails its ping and reports that it stopped', async () => {
+    spy.mockImplementationOnce(((_fd, callback) => {
+      callback(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    }) as typeof fs.fdatasync);
+    const failed = await store.createPlant({ id: 1n, name: 'a' }).catch((error: unknown) => error);
+    expect(failed).toBeInstanceOf(StoreUnavailableError);
+    const syncsAfterFailure = syncs.length;
+
+    // The sync answers again, but the kernel may have dropped what it could not write before.
+    const later = await store.createPlant({ id: 2n, name: 'b' }).catch((error: unknown) => error);
+
+    expect(later).toBe(failed);
+    expect(syncs).toHaveLength(syncsAfterFailure);
+    expect(await store.stopped).toBe(failed);
+    await expect(store.ping()).rejects.toBe(failed);
+    // The failed commit is visible (it committed before its sync); the later write never began.
+    expect(observer.prepare('SELECT id FROM plants').pluck().all()).toEqual([1]);
+    expect(await store.findActiveToken('no such hash')).toBeUndefined();
   });
 
   it('waits for a sync in flight before closing', async () => {

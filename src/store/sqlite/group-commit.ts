@@ -1,7 +1,7 @@
 import { promisify } from 'node:util';
 import type Database from 'better-sqlite3';
 import { createBatcher } from '../batcher';
-import type { CommitTotals } from '../plant-store';
+import { StoreUnavailableError, type CommitTotals } from '../plant-store';
 import type { WalCheckpoints } from './wal-checkpoints';
 
 /** Runs writes in shared transactions; see createGroupCommit. */
@@ -12,6 +12,10 @@ export interface GroupCommit {
   settle(): Promise<void>;
   /** The commits answered so far, their writes and the time of their syncs; updated in place. */
   readonly totals: CommitTotals;
+  /** Resolves with the error once a sync has failed: from then on every write fails (see createGroupCommit). */
+  readonly stopped: Promise<StoreUnavailableError>;
+  /** Throws that error once a sync has failed. */
+  assertWriting(): void;
 }
 
 /** Makes what is committed so far durable, off the event loop, then calls back (with an error if it could not). */
@@ -25,8 +29,11 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * Given `syncAfterCommit`, each commit is answered only after that sync, and while a sync is in
  * flight no other commit starts: the writes that arrive meanwhile wait and form the next batch,
  * so batches grow with the time a sync takes, as they do when the commit itself syncs and holds
- * the event loop. If the sync fails, every write of that commit fails, since it may not survive
- * a power loss.
+ * the event loop. If a sync fails, every write of that commit fails, since it may not survive a
+ * power loss, and so does every later write: after a failed fdatasync the kernel may have dropped
+ * the pages it could not write and report the next sync as a success, so no later commit could be
+ * trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
+ * resolves, and only a restart, which recovers from what is on disk, makes the store write again.
  *
  * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits.
  */
@@ -40,16 +47,29 @@ export function createGroupCommit(
   );
   const sync = syncAfterCommit === undefined ? undefined : promisify(syncAfterCommit);
   const totals = { commits: 0, writes: 0, syncSeconds: 0 };
+  let failure: StoreUnavailableError | undefined;
+  let reportStop: (error: StoreUnavailableError) => void = () => undefined;
+  const stopped = new Promise<StoreUnavailableError>((resolve) => (reportStop = resolve));
+  const assertWriting = () => {
+    if (failure !== undefined) throw failure;
+  };
   // One commit at a time: a batch commits as soon as it is sent, and is answered, and the next
   // batch sent, only after its sync.
   const commits = createBatcher(
     async (batch: readonly (() => unknown)[]) => {
+      assertWriting();
       const checkpointEnd = checkpoints?.beforeCommit();
       if (checkpointEnd !== undefined) await checkpointEnd;
       const results = commitAll.immediate(batch);
       if (sync !== undefined) {
         const syncStarted = performance.now();
-        await sync();
+        try {
+          await sync();
+        } catch (error) {
+          failure = new StoreUnavailableError({ cause: error });
+          reportStop(failure);
+          throw failure;
+        }
         totals.syncSeconds += (performance.now() - syncStarted) / 1000;
       }
       checkpoints?.afterCommit(batch.length);
@@ -63,5 +83,7 @@ export function createGroupCommit(
     write: <T>(run: () => T) => commits.submit(run) as Promise<T>,
     settle: () => commits.drain(),
     totals,
+    stopped,
+    assertWriting,
   };
 }

@@ -138,7 +138,11 @@ export function createSqlitePlantStore(
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  const { write, settle, totals } = createGroupCommit(db, walSync?.sync, checkpoints);
+  const { write, settle, totals, stopped, assertWriting } = createGroupCommit(
+    db,
+    walSync?.sync,
+    checkpoints,
+  );
   // The token change watch: data_version moves when another connection (another process, the token
   // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
   let seenDataVersion = dataVersion.get() as number;
@@ -185,6 +189,7 @@ export function createSqlitePlantStore(
         return countActiveTokens.get() as number;
       },
       async ping() {
+        assertWriting();
         ping.get();
       },
       async close() {
@@ -205,6 +210,7 @@ export function createSqlitePlantStore(
         },
       },
       commitTotals: totals,
+      stopped,
     },
     isBusy,
   );
