@@ -117,8 +117,14 @@ function readStore(read: Reader): StoreConfig {
     connectTimeoutMs: read.integer('PG_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
     statementTimeoutMs: read.integer('PG_STATEMENT_TIMEOUT_MS', 5000, 1, 600_000),
   };
+  const sqlitePath = read.string('SQLITE_PATH', './data/plants.sqlite');
+  if (sqlitePath === ':memory:') {
+    read.problems.push(
+      'SQLITE_PATH must name a file, not ":memory:" (an in-memory database keeps nothing)',
+    );
+  }
   const sqlite = {
-    path: read.string('SQLITE_PATH', './data/plants.sqlite'),
+    path: sqlitePath,
     synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
     busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
   };
@@ -127,6 +133,23 @@ function readStore(read: Reader): StoreConfig {
     read.problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
   }
   return { kind: 'postgres', url, ...postgres };
+}
+
+function readHttpServer(read: Reader): HttpServerConfig {
+  const http = {
+    headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
+    requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
+    keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+    maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
+    shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+  };
+  // The headers are part of the request, and node:http refuses to start otherwise.
+  if (http.headersTimeoutMs > http.requestTimeoutMs) {
+    read.problems.push(
+      `HEADERS_TIMEOUT_MS (${http.headersTimeoutMs}) must not exceed REQUEST_TIMEOUT_MS (${http.requestTimeoutMs})`,
+    );
+  }
+  return http;
 }
 
 /** Parses the environment; throws a ConfigError that lists every invalid value at once. */
@@ -161,13 +184,7 @@ export function parseConfig(env: Env): Config {
       tokenRequests: read.integer('TOKEN_RATE_LIMIT', 0, 0, 100_000_000),
       tokenWindowMs: read.integer('TOKEN_RATE_WINDOW_MS', 60_000, 1000, 86_400_000),
     }),
-    http: Object.freeze({
-      headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
-      requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
-      keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
-      maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
-      shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
-    }),
+    http: Object.freeze(readHttpServer(read)),
   };
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);

@@ -186,13 +186,29 @@ describe('parseConfig', () => {
       ['SQLITE_SYNCHRONOUS', 'OFF', 'SQLITE_SYNCHRONOUS must be one of FULL, NORMAL, not "OFF"'],
       ['VALIDATE_RESPONSES', 'yes', 'VALIDATE_RESPONSES must be one of true, false, not "yes"'],
       ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
+      [
+        'SQLITE_PATH',
+        ':memory:',
+        'SQLITE_PATH must name a file, not ":memory:" (an in-memory database keeps nothing)',
+      ],
       ['HOST', '  ', 'HOST must not be empty'],
+      [
+        'REQUEST_TIMEOUT_MS',
+        '5000',
+        'HEADERS_TIMEOUT_MS (10000) must not exceed REQUEST_TIMEOUT_MS (5000)',
+      ],
     ])('rejects %s=%j with a ConfigError naming the problem', (name, value, problem) => {
       const error = configErrorOf({ [name]: value });
 
       expect(error.problems).toStrictEqual([problem]);
       expect(error.message).toBe(`Invalid configuration:\n  - ${problem}`);
       expect(error.name).toBe('ConfigError');
+    });
+
+    it('takes headers and request time-outs that are equal', () => {
+      const { http } = parseConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '5000' });
+
+      expect(http).toMatchObject({ headersTimeoutMs: 5000, requestTimeoutMs: 5000 });
     });
 
     it('lists every invalid value in one ConfigError', () => {

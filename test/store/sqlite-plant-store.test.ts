@@ -101,6 +101,12 @@ describe('openSqlitePlantStore', () => {
       expect(inspect().pragma('journal_mode', { simple: true })).toBe('wal');
     });
 
+    it('refuses a database that cannot be in WAL mode, such as an in-memory one', () => {
+      expect(() =>
+        openSqlitePlantStore({ path: ':memory:', synchronous: 'NORMAL', busyTimeoutMs: 50 }),
+      ).toThrow(':memory: cannot be put in WAL mode (its journal mode is memory).');
+    });
+
     // synchronous belongs to a connection and is not stored in the file, so a second connection
     // only shows its own default; the store's own connection is the one that has to be asked.
     // FULL is kept by the store itself: its connection runs at NORMAL, and each commit's WAL is

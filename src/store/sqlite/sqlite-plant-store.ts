@@ -74,7 +74,14 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
   fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true });
   const db = new Database(options.path);
   try {
-    db.pragma('journal_mode = WAL');
+    // SQLite answers with the mode it is in, which stays another one where WAL is impossible
+    // (an in-memory database): the group commit syncs the WAL file, so anything else is refused.
+    const journalMode = db.pragma('journal_mode = WAL', { simple: true }) as string;
+    if (journalMode !== 'wal') {
+      throw new Error(
+        `${options.path} cannot be put in WAL mode (its journal mode is ${journalMode}).`,
+      );
+    }
     // FULL is kept by the store itself: the connection syncs at checkpoints only (NORMAL), and
     // each group commit syncs the WAL off the event loop before its writes are answered.
     db.pragma('synchronous = NORMAL');
