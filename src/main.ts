@@ -139,7 +139,11 @@ function serve(
   });
 }
 
-/** Runs `workers` processes that share the port, replaces any that dies, and stops them all on a stop signal. */
+/**
+ * Runs `workers` processes that share the port, replaces any that dies after it listened, and
+ * stops them all on a stop signal (exit code 0) or when one dies before it listened (exit code 1:
+ * a failure at start, which a replacement would repeat at once, forever).
+ */
 function supervise(
   config: Config,
   logger: Logger,
@@ -147,8 +151,10 @@ function supervise(
 ): Promise<number> {
   let stopping = false;
   let announced = false;
+  const listened = new Set<number>();
   for (let i = 0; i < config.workers; i++) cluster.fork();
-  cluster.on('listening', (_worker, address) => {
+  cluster.on('listening', (worker, address) => {
+    listened.add(worker.id);
     if (announced) return;
     announced = true;
     const url = urlOf(config.host, address.port);
@@ -156,24 +162,33 @@ function supervise(
     logger.info({ url, store: config.store.kind, workers: config.workers }, 'listening');
     stdout.flush();
   });
-  cluster.on('exit', (worker, code, signal) => {
-    if (stopping) return;
-    logger.error({ worker: worker.process.pid, code, signal }, 'worker exited; starting another');
-    cluster.fork();
-  });
   return new Promise<number>((resolve) => {
-    onStopSignal((signal) => {
+    const stopAll = (code: number) => {
       stopping = true;
-      logger.info({ signal }, 'stopping workers');
       const workers = Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
       let running = workers.length;
-      if (running === 0) resolve(0);
+      if (running === 0) resolve(code);
       for (const worker of workers) {
         worker.once('exit', () => {
-          if (--running === 0) resolve(0);
+          if (--running === 0) resolve(code);
         });
         worker.process.kill('SIGTERM');
       }
+    };
+    cluster.on('exit', (worker, code, signal) => {
+      if (stopping) return;
+      const exited = { worker: worker.process.pid, code, signal };
+      if (!listened.delete(worker.id)) {
+        logger.fatal(exited, 'a worker exited before it listened (see its output): stopping');
+        stopAll(1);
+        return;
+      }
+      logger.error(exited, 'worker exited; starting another');
+      cluster.fork();
+    });
+    onStopSignal((signal) => {
+      logger.info({ signal }, 'stopping workers');
+      stopAll(0);
     });
   });
 }

@@ -1,6 +1,8 @@
+import net from 'node:net';
 import {
   callApi,
   cleanupChildren,
+  runServerToExit,
   startServer,
   startWithToken,
   tempSqlitePath,
@@ -56,5 +58,25 @@ describe('several processes over one SQLite file (WAL mode)', () => {
       Array.from({ length: 40 }, (_, i) => callApi(again, token, 'DELETE', `/plants/${i}`)),
     );
     expect(deleted.map((res) => res.status)).toEqual(Array(40).fill(204));
+  });
+
+  it('exits 1 with WORKERS=2 when the workers cannot listen, instead of replacing them forever', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = taken.address() as net.AddressInfo;
+      const result = await runServerToExit({
+        sqlitePath: tempSqlitePath(),
+        env: { WORKERS: '2', PORT: String(port) },
+      });
+
+      expect(result.code).toBe(1);
+      expect(result.stdout).toContain(
+        'a worker exited before it listened (see its output): stopping',
+      );
+      expect(result.stdout).not.toContain('worker exited; starting another');
+    } finally {
+      taken.close();
+    }
   });
 });
