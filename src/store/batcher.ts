@@ -4,6 +4,15 @@ interface Pending<I, O> {
   readonly reject: (error: unknown) => void;
 }
 
+/** What `start` returns, or its exception as a rejected promise: a batch fails the same either way. */
+function started<T>(start: () => Promise<T>): Promise<T> {
+  try {
+    return start();
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 /** One unit of work for many callers; see createBatcher. */
 export interface Batcher<I, O> {
   /** Queues `input` for the next batch; settles with its own answer once that batch's run has. */
@@ -59,7 +68,7 @@ export function createBatcher<I, O>(
       else schedule();
       settleDrains();
     };
-    run(batch.map((pending) => pending.input)).then(
+    started(() => run(batch.map((pending) => pending.input))).then(
       (outputs) => {
         if (outputs.length !== batch.length) {
           const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);

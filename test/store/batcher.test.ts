@@ -86,6 +86,22 @@ describe('batcher', () => {
     await expect(next).resolves.toBe(6);
   });
 
+  it('fails every input of a batch whose run throws before it returns a promise, and goes on', async () => {
+    const thrown = new Error('no statement');
+    let calls = 0;
+    const batcher = createBatcher(
+      (inputs: readonly number[]) => {
+        if (++calls === 1) throw thrown;
+        return Promise.resolve(inputs.map((n) => n * 2));
+      },
+      { maxInFlight: 1, maxBatch: 100 },
+    );
+    const failed = [batcher.submit(1), batcher.submit(2)];
+    for (const result of failed) await expect(result).rejects.toBe(thrown);
+    await expect(batcher.submit(3)).resolves.toBe(6);
+    await expect(batcher.drain()).resolves.toBeUndefined();
+  });
+
   it('fails a batch whose statement answers a different number of rows', async () => {
     const batcher = createBatcher(async (inputs: readonly number[]) => inputs.slice(1), {
       maxInFlight: 1,
