@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
 import { expressMessageClasses } from './http/message-shape';
+import { markUnparseableTarget } from './http/route-gate';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -60,7 +61,9 @@ function answerClientError(error: ClientError, socket: Socket): void {
 
 /**
  * An absolute-form target (RFC 9112 section 3.2.2) becomes origin-form, so that routing and
- * validation see the same path.
+ * validation see the same path. A target that is not a URL either is marked for the app to answer
+ * 400 (see markUnparseableTarget): left as it was, the route gate and the validator could read
+ * different paths from it (Express's lenient parser reads `/healthz` in `http://x:99999/healthz`).
  */
 function toOriginForm(req: http.IncomingMessage): void {
   const target = req.url ?? '/';
@@ -69,7 +72,8 @@ function toOriginForm(req: http.IncomingMessage): void {
     const url = new URL(target);
     req.url = url.pathname + url.search + url.hash;
   } catch {
-    // Not a URL either: the route gate answers 404.
+    markUnparseableTarget(req);
+    req.url = `/#${target}`;
   }
 }
 

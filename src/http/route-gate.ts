@@ -1,3 +1,4 @@
+import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import { HttpProblem } from './http-error';
 import type { OperationInfo, RouteInfo } from './openapi-document';
@@ -17,13 +18,35 @@ export function pathParameter(res: Response, name: string): string | undefined {
   return raw === undefined ? undefined : decodeURIComponent(raw);
 }
 
-/** Throws a 400 for a request no route can answer: HTTP/1.1 without Host, or a #fragment in the target. */
+/** Requests whose target is neither a path nor a URL; see markUnparseableTarget. */
+const unparseableTargets = new WeakSet<IncomingMessage>();
+
+/**
+ * Marks a request whose target is neither a path nor a URL, which the HTTP server (server.ts)
+ * passes on as `/#<target>`: Express can route that (it could not route `http://`, which has no
+ * path), no route ever sees it (checkRequestTarget refuses every fragment), and the log shows the
+ * target. checkRequestTarget then answers 400 saying why, at no cost to requests with a plain
+ * target.
+ */
+export function markUnparseableTarget(req: IncomingMessage): void {
+  unparseableTargets.add(req);
+}
+
+/**
+ * Throws a 400 for a request no route can answer: HTTP/1.1 without Host, a #fragment in the
+ * target, or a target that is neither a path nor a URL.
+ */
 export function checkRequestTarget(req: Request): void {
   if (req.httpVersion === '1.1' && req.headers.host === undefined) {
     throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
   }
   if (req.url.includes('#')) {
-    throw new HttpProblem(400, 'A request target must not contain a fragment (#).');
+    throw new HttpProblem(
+      400,
+      unparseableTargets.has(req)
+        ? 'The request target is not a valid URL.'
+        : 'A request target must not contain a fragment (#).',
+    );
   }
 }
 
@@ -34,7 +57,8 @@ function allowedMethods(route: RouteInfo): string {
 }
 
 /**
- * Answers 400 for a malformed target (an HTTP/1.1 request without Host, a #fragment), 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
+ * Answers 400 for a malformed target (an HTTP/1.1 request without Host, a #fragment, neither a path
+ * nor a URL), 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
  * not have on that path, before authentication, so routing never depends on credentials.
  */
 export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {

@@ -1,6 +1,9 @@
 import net from 'node:net';
 import { parseResponse, rawExchange, type ParsedResponse } from '../reliability/support/raw';
+import { requestLineOf } from '../support/log-lines';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 let server: RunningServer;
 let token: string;
@@ -55,6 +58,44 @@ describe('request targets and framing', () => {
       status: 200,
       body: { name: 'a' },
     });
+  });
+
+  it.each([
+    ['GET', 'http://x:99999/healthz'],
+    ['GET', 'http://[::1/healthz'],
+    ['GET', 'http://'],
+    ['GET', 'http://x:99999/openapi.json'],
+    ['GET', 'http://x:99999/docs/assets/docs.js'],
+    ['DELETE', 'http://x:99999/plants/1'],
+  ])(
+    'answers 400 through the app to %s %s, an absolute-form target that is not a URL',
+    async (method, requestTarget) => {
+      const outcome = await send(
+        `${method} ${requestTarget} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}`,
+      );
+      expect(errorOf(outcome)).toEqual({
+        status: 400,
+        body: { error: 400, message: 'The request target is not a valid URL.' },
+      });
+      const { headers } = outcome.response!;
+      expect(headers['content-type']).toBe('application/json; charset=utf-8');
+      // helmet's headers: the app answered, not Express's fallback or the server.
+      expect(headers['x-frame-options']).toBe('DENY');
+      const reqId = headers['x-request-id'] as string;
+      expect(reqId).toMatch(UUID);
+      expect(await requestLineOf(server, reqId)).toMatchObject({
+        req: { method },
+        res: { status: 400 },
+      });
+    },
+  );
+
+  it('stores nothing sent to an absolute-form target that is not a URL, and still serves valid ones', async () => {
+    expect(errorOf(await post('http://x:99999/plants', '{"id": 3, "name": "c"}')).status).toBe(400);
+    expect(errorOf(await post('/plants', '{"id": 3, "name": "c"}')).status).toBe(200);
+    expect(
+      errorOf(await send('GET http://127.0.0.1:8080/healthz HTTP/1.1\r\nHost: x')).status,
+    ).toBe(200);
   });
 
   it('answers 400 to a target with a fragment, and stores nothing', async () => {

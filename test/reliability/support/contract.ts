@@ -108,6 +108,11 @@ export function routedPathname(target: string): string {
   }
 }
 
+/** A target the server reads neither as a path nor as a URL (server.ts, toOriginForm). */
+function unparseableTarget(target: string): boolean {
+  return !target.startsWith('/') && target !== '*' && !URL.canParse(target);
+}
+
 /** What the contract documents for this method and request target. */
 export function documentedFor(method: string, target: string): Documented {
   const pathname = routedPathname(target);
@@ -193,9 +198,10 @@ export function responseProblems(
     }
     return problems;
   }
-  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, or a
-  // target with a fragment (no request target may carry one). The app answers 400 first.
-  if (missingHost || target.includes('#')) {
+  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, a target
+  // with a fragment (no request target may carry one), or one that is neither a path nor a URL.
+  // The app answers 400 first.
+  if (missingHost || target.includes('#') || unparseableTarget(target)) {
     if (status !== 400)
       problems.push(`a malformed request target or Host answered ${status}, not 400`);
     return problems;
