@@ -31,14 +31,27 @@ function failedRequestIsHead(error: ClientError): boolean {
   return methods?.[methods.length - 1] === 'HEAD';
 }
 
-/** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
-function answerClientError(error: ClientError, socket: Socket): void {
-  const responding = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage
-    ?.headersSent;
-  if (!socket.writable || responding === true || error.code === 'ECONNRESET') {
-    socket.destroy();
+/** A connection as node:http keeps it: the response it is writing now, if any. */
+type Connection = Socket & { _httpMessage?: http.ServerResponse | null };
+
+/**
+ * Calls `then` once the responses to the requests before the failed one are written. node:http
+ * writes one response at a time: the one on the socket (_httpMessage), then, when that one is
+ * done, the next in its queue. A response whose request did not arrive whole is the failed
+ * request's own; `then` learns whether it was begun.
+ */
+function afterEarlierResponses(socket: Connection, then: (failedOneBegun: boolean) => void): void {
+  const current = socket._httpMessage;
+  if (!current || !current.req.complete) {
+    then(current?.headersSent === true);
     return;
   }
+  // Once it is written or the connection is gone; node:http has then put the next one in its place.
+  current.once('close', () => afterEarlierResponses(socket, then));
+}
+
+/** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
+function answerClientError(error: ClientError, socket: Socket): void {
   const status =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? 431
@@ -57,6 +70,28 @@ function answerClientError(error: ClientError, socket: Socket): void {
       'Connection: close\r\n\r\n' +
       (head ? '' : body),
   );
+}
+
+/**
+ * Handles node:http's clientError: answers the failed request (answerClientError) after the
+ * responses to the requests before it on the connection, then closes the connection. Node reports
+ * a parse error again for each chunk that arrives after it, so each connection is answered once.
+ */
+function createClientErrorHandler(): (error: ClientError, socket: Socket) => void {
+  const answered = new WeakSet<Socket>();
+  return (error, socket) => {
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    if (answered.has(socket)) return;
+    answered.add(socket);
+    afterEarlierResponses(socket, (failedOneBegun) => {
+      // Its own response begun, an answer would corrupt it: the connection can only be cut.
+      if (!socket.writable || failedOneBegun) socket.destroy();
+      else answerClientError(error, socket);
+    });
+  };
 }
 
 /**
@@ -102,7 +137,7 @@ export function createHttpServer(app: Express, config: HttpServerConfig): http.S
     },
     handle,
   );
-  server.on('clientError', answerClientError);
+  server.on('clientError', createClientErrorHandler());
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
   return server;

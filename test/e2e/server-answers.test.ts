@@ -1,0 +1,133 @@
+import net from 'node:net';
+import { parseResponse, type ParsedResponse } from '../reliability/support/raw';
+import { requestLineOf } from '../support/log-lines';
+import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
+
+/**
+ * The answers the HTTP server writes itself, to what it cannot parse (server.ts), on a connection
+ * that also carries requests the app answers.
+ */
+
+let server: RunningServer;
+let token: string;
+let port: number;
+
+beforeAll(async () => {
+  ({ server, token } = await startWithToken({ env: { HEADERS_TIMEOUT_MS: '1000' } }));
+  port = Number(new URL(server.baseUrl).port);
+});
+afterAll(cleanupChildren);
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What one connection received, and whether the server closed it. */
+interface Conversation {
+  readonly data: Buffer;
+  readonly closedByServer: boolean;
+}
+
+/**
+ * Writes `request` on a new connection, then each of `more` after `gapMs`, reading nothing until
+ * then when `readLate`; collects everything the server sends until it closes the connection, or
+ * for at most `maxMs`.
+ */
+function converse(
+  request: string,
+  { more = [], gapMs = 20, readLate = false, maxMs = 10_000 }: ConverseOptions = {},
+): Promise<Conversation> {
+  return new Promise((resolve) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    let closedByServer = false;
+    const deadline = setTimeout(() => socket.destroy(), maxMs);
+    if (readLate) socket.pause();
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', () => undefined);
+    socket.on('end', () => (closedByServer = true));
+    socket.on('close', () => {
+      clearTimeout(deadline);
+      resolve({ data: Buffer.concat(chunks), closedByServer });
+    });
+    socket.once('connect', async () => {
+      socket.write(request);
+      for (const chunk of more) {
+        await sleep(gapMs);
+        socket.write(chunk);
+      }
+      socket.resume();
+    });
+  });
+}
+
+interface ConverseOptions {
+  readonly more?: readonly string[];
+  readonly gapMs?: number;
+  readonly readLate?: boolean;
+  readonly maxMs?: number;
+}
+
+/** Every whole response in `data`, in order; fails on bytes that are not one. */
+function responsesIn(data: Buffer): ParsedResponse[] {
+  const responses: ParsedResponse[] = [];
+  let rest = data;
+  while (rest.length > 0) {
+    const parsed = parseResponse(rest, false);
+    if (typeof parsed !== 'object') {
+      throw new Error(`Not a whole response after ${responses.length}: ${String(parsed)}`);
+    }
+    responses.push(parsed);
+    rest = parsed.rest;
+  }
+  return responses;
+}
+
+const UNPARSEABLE = { error: 400, message: 'The request could not be parsed as HTTP/1.1.' };
+
+const createPlant = (id: number) => {
+  const body = JSON.stringify({ id, name: 'x' });
+  return (
+    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
+  );
+};
+
+describe('a malformed request pipelined after others', () => {
+  it('is answered 400 only after the requests before it, which are answered and logged', async () => {
+    const { data, closedByServer } = await converse(`${createPlant(4444)}GET / HTTP/9\r\n\r\n`);
+
+    const [created, refused, ...more] = responsesIn(data);
+    expect(created?.status).toBe(200);
+    expect(JSON.parse(created!.body.toString())).toEqual({ name: 'x' });
+    expect(refused?.status).toBe(400);
+    expect(refused?.headers['connection']).toBe('close');
+    expect(JSON.parse(refused!.body.toString())).toEqual(UNPARSEABLE);
+    expect(more).toEqual([]);
+    expect(closedByServer).toBe(true);
+    const reqId = created!.headers['x-request-id'] as string;
+    expect(await requestLineOf(server, reqId)).toMatchObject({
+      operationId: 'createPlant',
+      res: { status: 200 },
+    });
+  });
+
+  it('waits for every response queued before it, whole, while the client reads late and sends more', async () => {
+    // Six responses of 1.4 MB each, more than the socket buffers hold while the client reads
+    // nothing, so they are still being written when the bytes sent meanwhile make node:http
+    // report the parse error again, once for each chunk.
+    const asset = 'GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n';
+    const { data, closedByServer } = await converse(`${asset.repeat(6)}GET / HTTP/9\r\n\r\n`, {
+      readLate: true,
+      more: Array.from({ length: 15 }, () => 'more bytes\r\n'),
+    });
+
+    const responses = responsesIn(data);
+    expect(responses.map((response) => response.status)).toEqual([...Array(6).fill(200), 400]);
+    const sizes = new Set(responses.slice(0, 6).map((response) => response.body.length));
+    expect([...sizes]).toEqual([expect.any(Number)]);
+    expect(responses[0]!.body.length).toBeGreaterThan(1_000_000);
+    expect(JSON.parse(responses[6]!.body.toString())).toEqual(UNPARSEABLE);
+    expect(closedByServer).toBe(true);
+    // Answered once: no listener was added per report of the error.
+    expect(server.stderr()).not.toContain('MaxListenersExceededWarning');
+  });
+});
