@@ -99,7 +99,7 @@ function serve(
     trustProxyHops: config.trustProxyHops,
     limits: config.limits,
   });
-  const server = createHttpServer(app, config.http);
+  const server = createHttpServer(app, config.http, logger);
   return new Promise<number>((resolve, reject) => {
     const stop = (code: number) => {
       if (shuttingDown) return;

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
+import type { Logger } from './logger';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -50,8 +52,12 @@ function afterEarlierResponses(socket: Connection, then: (failedOneBegun: boolea
   current.once('close', () => afterEarlierResponses(socket, then));
 }
 
-/** Answers a request Node rejected before it reached the app, in the contract's Error shape. */
-function answerClientError(error: ClientError, socket: Socket): void {
+/**
+ * Answers a request Node rejected before it reached the app, in the contract's Error shape with a
+ * new X-Request-Id (the request's own was never read), and logs its request line: the id, the
+ * status and Node's error code, as no method, path or operation is known.
+ */
+function answerClientError(error: ClientError, socket: Socket, logger: Logger): void {
   const status =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? 431
@@ -59,10 +65,12 @@ function answerClientError(error: ClientError, socket: Socket): void {
         ? 408
         : 400;
   const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
+  const reqId = randomUUID();
   // A response to HEAD has no body, even when the rest of the request could not be parsed.
   const head = failedRequestIsHead(error);
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
+      `X-Request-Id: ${reqId}\r\n` +
       'Content-Type: application/json; charset=utf-8\r\n' +
       'X-Content-Type-Options: nosniff\r\n' +
       'Cache-Control: no-store\r\n' +
@@ -70,6 +78,7 @@ function answerClientError(error: ClientError, socket: Socket): void {
       'Connection: close\r\n\r\n' +
       (head ? '' : body),
   );
+  logger.info({ reqId, res: { status }, cause: error.code }, 'request');
 }
 
 /**
@@ -77,7 +86,7 @@ function answerClientError(error: ClientError, socket: Socket): void {
  * responses to the requests before it on the connection, then closes the connection. Node reports
  * a parse error again for each chunk that arrives after it, so each connection is answered once.
  */
-function createClientErrorHandler(): (error: ClientError, socket: Socket) => void {
+function createClientErrorHandler(logger: Logger): (error: ClientError, socket: Socket) => void {
   const answered = new WeakSet<Socket>();
   return (error, socket) => {
     if (!socket.writable || error.code === 'ECONNRESET') {
@@ -89,7 +98,7 @@ function createClientErrorHandler(): (error: ClientError, socket: Socket) => voi
     afterEarlierResponses(socket, (failedOneBegun) => {
       // Its own response begun, an answer would corrupt it: the connection can only be cut.
       if (!socket.writable || failedOneBegun) socket.destroy();
-      else answerClientError(error, socket);
+      else answerClientError(error, socket, logger);
     });
   };
 }
@@ -116,8 +125,13 @@ function toOriginForm(req: http.IncomingMessage): void {
  * The HTTP server around the app, with deliberate limits: headers must arrive within
  * headersTimeoutMs (slow clients are cut off), a whole request within requestTimeoutMs, idle
  * keep-alive connections close after keepAliveTimeoutMs, and headers over maxHeaderBytes get 431.
+ * `logger` gets the request lines of the answers the server writes itself.
  */
-export function createHttpServer(app: Express, config: HttpServerConfig): http.Server {
+export function createHttpServer(
+  app: Express,
+  config: HttpServerConfig,
+  logger: Logger,
+): http.Server {
   const handle: http.RequestListener = (req, res) => {
     toOriginForm(req);
     app(req, res);
@@ -137,7 +151,7 @@ export function createHttpServer(app: Express, config: HttpServerConfig): http.S
     },
     handle,
   );
-  server.on('clientError', createClientErrorHandler());
+  server.on('clientError', createClientErrorHandler(logger));
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
   return server;

@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { parseResponse, type ParsedResponse } from '../reliability/support/raw';
-import { requestLineOf } from '../support/log-lines';
+import { linesOf, requestLineOf } from '../support/log-lines';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 
 /**
@@ -81,6 +81,8 @@ function responsesIn(data: Buffer): ParsedResponse[] {
   return responses;
 }
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
 const UNPARSEABLE = { error: 400, message: 'The request could not be parsed as HTTP/1.1.' };
 
 const createPlant = (id: number) => {
@@ -130,4 +132,43 @@ describe('a malformed request pipelined after others', () => {
     // Answered once: no listener was added per report of the error.
     expect(server.stderr()).not.toContain('MaxListenersExceededWarning');
   });
+});
+
+describe('an answer the server writes itself', () => {
+  it.each([
+    ['400 to a request that is not HTTP/1.1', 'GET / HTTP/9\r\n\r\n', 400, 'HPE_INVALID_VERSION'],
+    [
+      '431 to headers over the limit',
+      `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`,
+      431,
+      'HPE_HEADER_OVERFLOW',
+    ],
+    [
+      '408 to headers that do not arrive in time',
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine\r\nX-Slow: ',
+      408,
+      'ERR_HTTP_REQUEST_TIMEOUT',
+    ],
+  ])(
+    'carries a new X-Request-Id and gets one log line: %s',
+    async (_label, request, status, cause) => {
+      const { data } = await converse(request, { maxMs: 5000 });
+
+      const [answer] = responsesIn(data);
+      expect(answer?.status).toBe(status);
+      // A new id even when the request holds one: it was never parsed.
+      const reqId = answer!.headers['x-request-id'] as string;
+      expect(reqId).toMatch(UUID);
+      expect(await requestLineOf(server, reqId)).toEqual({
+        level: 30,
+        time: expect.any(String),
+        pid: server.process.pid,
+        reqId,
+        res: { status },
+        cause,
+        message: 'request',
+      });
+      expect(linesOf(server, reqId)).toHaveLength(1);
+    },
+  );
 });

@@ -2,16 +2,18 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { parseConfig } from '../../src/config';
 import { REQUEST_FIELDS, RESPONSE_FIELDS } from '../../src/http/message-shape';
+import { createLogger } from '../../src/logger';
 import { createHttpServer } from '../../src/server';
 import { buildTestApp, type TestApp } from '../support/test-app';
 
 /** The HTTP server's limits as main.ts gets them with no variables set. */
 const HTTP_LIMITS = parseConfig({}).http;
+const SILENT = createLogger({ level: 'silent' });
 
 /** node:http's own request objects (as supertest makes them), and the service's server (main.ts). */
 const SERVERS: [string, (app: TestApp['app']) => http.Server][] = [
   ['node:http with its own request objects', (app) => http.createServer(app)],
-  ['createHttpServer', (app) => createHttpServer(app, HTTP_LIMITS)],
+  ['createHttpServer', (app) => createHttpServer(app, HTTP_LIMITS, SILENT)],
 ];
 
 async function listen(server: http.Server): Promise<string> {
@@ -120,7 +122,7 @@ describe("createHttpServer's requests and responses", () => {
 
   beforeAll(async () => {
     testApp = await buildTestApp({ validateResponses: true });
-    server = createHttpServer(testApp.app, HTTP_LIMITS);
+    server = createHttpServer(testApp.app, HTTP_LIMITS, SILENT);
     server.prependListener('request', (req, res) => {
       prototypes.push({
         request: Object.getPrototypeOf(req),

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { cleanupChildren } from '../support/server-process';
 import { FUZZ_IDS, fuzzRequest, latin1, rawRequest, type FuzzRequest } from './support/arbitraries';
 import {
+  answeredByApp,
   documentedFor,
   responseProblems,
   routedPathname,
@@ -171,9 +172,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 function requestIdProblems(request: FuzzRequest, answer: Answer): string[] {
   const echoed = answer.headers['x-request-id'];
-  if (echoed === undefined) return [];
   const sent = header(request, 'x-request-id')?.replace(/^[ \t]+|[ \t]+$/g, '');
-  if (sent !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(sent)) {
+  // The HTTP server's own answers never read the request's headers: always a new id.
+  if (answeredByApp(answer) && sent !== undefined && /^[A-Za-z0-9._:-]{1,128}$/.test(sent)) {
     return echoed === sent ? [] : [`X-Request-Id ${sent} came back as ${String(echoed)}`];
   }
   return typeof echoed === 'string' && UUID.test(echoed)
@@ -190,7 +191,7 @@ class StoreModel {
   readonly seen = { 200: 0, 409: 0, 204: 0, 404: 0 };
 
   observe(request: FuzzRequest, answer: Answer): void {
-    if (answer.headers['x-request-id'] === undefined) return;
+    if (!answeredByApp(answer)) return;
     const method = request.method.toUpperCase();
     const documented = documentedFor(method, request.path);
     if (documented.kind !== 'operation') return;
@@ -276,7 +277,7 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           ...responseProblems(method, request.path, answer),
           ...requestIdProblems(request, answer),
         ];
-        const fromApp = answer.headers['x-request-id'] !== undefined;
+        const fromApp = answeredByApp(answer);
         const documented = documentedFor(method, request.path);
         // The contract's NotModified: only a GET or HEAD that carries If-None-Match, and never one
         // whose Cache-Control holds the no-cache directive (Express's rule, written as `fresh`
@@ -383,7 +384,8 @@ describe('fuzzing the HTTP surface of the real server process', () => {
         } else {
           outcomes.closed++;
         }
-        const from = outcome.response?.headers['x-request-id'] === undefined ? 'server' : 'app';
+        const from =
+          outcome.response === undefined || !answeredByApp(outcome.response) ? 'server' : 'app';
         for (const problem of problems) {
           findings.record(
             `${from}: ${problem.split(/[:;\n]/, 1)[0]}`,

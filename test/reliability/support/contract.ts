@@ -139,8 +139,16 @@ export function operationIds(): string[] {
 }
 
 /**
+ * Whether the app wrote the answer, not the HTTP server before the app saw the request
+ * (server.ts): the app sets helmet's headers, X-Frame-Options among them, on every answer.
+ */
+export function answeredByApp(answer: Answer): boolean {
+  return answer.headers['x-frame-options'] !== undefined;
+}
+
+/**
  * Problems with a response by the rules every answer must keep: never a 5xx (unless expected), never
- * a 1xx or a 3xx but a documented 304; an error is
+ * a 1xx or a 3xx but a documented 304; always an X-Request-Id; an error is
  * `application/json` with exactly `{error: <status>, message: <non-empty string>}`; its status is
  * documented (for the operation, 404 for an unknown path, 405 with Allow for an unknown method,
  * 400/408/431 from the HTTP server itself); and the headers the contract requires are there.
@@ -162,7 +170,10 @@ export function responseProblems(
   if (status < 200 || (status >= 300 && status < 400 && status !== 304)) {
     problems.push(`answered ${status}`);
   }
-  const fromApp = headers['x-request-id'] !== undefined;
+  if (headers['x-request-id'] === undefined) {
+    problems.push(`answered ${status} without X-Request-Id`);
+  }
+  const fromApp = answeredByApp(answer);
   const documented = documentedFor(method, target);
 
   if (status >= 400) {
@@ -194,7 +205,7 @@ export function responseProblems(
   if (!fromApp) {
     // The HTTP server answered before the app saw the request (server.ts).
     if (!SERVER_LEVEL_STATUSES.has(status)) {
-      problems.push(`answered ${status} without X-Request-Id, so not from the app`);
+      problems.push(`answered ${status} without the app's headers, so not from the app`);
     }
     return problems;
   }
