@@ -1,0 +1,107 @@
+/**
+ * The answers node:http's server writes itself, to requests it could not read whole (a malformed
+ * request, headers too large, a time-out), before any reached the app: in the contract's Error
+ * shape, after the responses to the requests before them on the connection.
+ */
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from '../logger';
+
+const STATUS_TEXT: Readonly<Record<number, string>> = {
+  400: 'The request could not be parsed as HTTP/1.1.',
+  408: 'The request took too long to arrive.',
+  431: 'The request headers are too large.',
+};
+
+/** What node:http reports of a request it could not parse: the chunk, and where in it parsing failed. */
+type ClientError = NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number };
+
+/** An HTTP method as it starts a request line: the name, then no other letter. */
+const METHOD_TOKEN = /(?:GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT)(?![A-Za-z])/g;
+
+/**
+ * Whether the request Node could not parse is a HEAD, whose answer has no body. The chunk that
+ * failed (rawPacket) need not begin with that request: the end of the connection's previous
+ * request, its body, can arrive in the same chunk. So the method is the last one in the chunk
+ * before the position of the error (bytesParsed).
+ */
+function failedRequestIsHead(error: ClientError): boolean {
+  const raw = error.rawPacket;
+  if (raw === undefined) return false;
+  const end = typeof error.bytesParsed === 'number' ? error.bytesParsed + 1 : raw.length;
+  const methods = raw.subarray(0, end).toString('latin1').match(METHOD_TOKEN);
+  return methods?.[methods.length - 1] === 'HEAD';
+}
+
+/** A connection as node:http keeps it: the response it is writing now, if any. */
+type Connection = Socket & { _httpMessage?: http.ServerResponse | null };
+
+/**
+ * Calls `then` once the responses to the requests before the failed one are written. node:http
+ * writes one response at a time: the one on the socket (_httpMessage), then, when that one is
+ * done, the next in its queue. A response whose request did not arrive whole is the failed
+ * request's own; `then` learns whether it was begun.
+ */
+function afterEarlierResponses(socket: Connection, then: (failedOneBegun: boolean) => void): void {
+  const current = socket._httpMessage;
+  if (!current || !current.req.complete) {
+    then(current?.headersSent === true);
+    return;
+  }
+  // Once it is written or the connection is gone; node:http has then put the next one in its place.
+  current.once('close', () => afterEarlierResponses(socket, then));
+}
+
+/**
+ * Answers a request Node rejected before it reached the app, in the contract's Error shape with a
+ * new X-Request-Id (the request's own was never read), and logs its request line: the id, the
+ * status and Node's error code, as no method, path or operation is known.
+ */
+function answerClientError(error: ClientError, socket: Socket, logger: Logger): void {
+  const status =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? 431
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? 408
+        : 400;
+  const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
+  const reqId = randomUUID();
+  // A response to HEAD has no body, even when the rest of the request could not be parsed.
+  const head = failedRequestIsHead(error);
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
+      `X-Request-Id: ${reqId}\r\n` +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      'X-Content-Type-Options: nosniff\r\n' +
+      'Cache-Control: no-store\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      (head ? '' : body),
+  );
+  logger.info({ reqId, res: { status }, cause: error.code }, 'request');
+}
+
+/**
+ * Handles node:http's clientError: answers the failed request (answerClientError) after the
+ * responses to the requests before it on the connection, then closes the connection. Node reports
+ * a parse error again for each chunk that arrives after it, so each connection is answered once.
+ */
+export function createClientErrorHandler(
+  logger: Logger,
+): (error: ClientError, socket: Socket) => void {
+  const answered = new WeakSet<Socket>();
+  return (error, socket) => {
+    if (!socket.writable || error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    if (answered.has(socket)) return;
+    answered.add(socket);
+    afterEarlierResponses(socket, (failedOneBegun) => {
+      // Its own response begun, an answer would corrupt it: the connection can only be cut.
+      if (!socket.writable || failedOneBegun) socket.destroy();
+      else answerClientError(error, socket, logger);
+    });
+  };
+}
