@@ -51,6 +51,9 @@ export function createHttpServer(
       connectionsCheckingInterval: Math.min(1000, config.headersTimeoutMs),
       // The app answers a missing Host itself, with the Error body.
       requireHostHeader: false,
+      // Two lines of a header are joined, never one of them dropped: the app then refuses two Host
+      // lines (RFC 9112 section 3.2), and two Authorization or Content-Type lines are no valid one.
+      joinDuplicateHeaders: true,
     },
     handle,
   );

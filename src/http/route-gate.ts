@@ -33,12 +33,27 @@ export function markUnparseableTarget(req: IncomingMessage): void {
 }
 
 /**
- * Throws a 400 for a request no route can answer: HTTP/1.1 without Host, a #fragment in the
- * target, or a target that is neither a path nor a URL.
+ * A Host header's value (RFC 9110 section 7.2): a host, IP literal or name (RFC 3986 section
+ * 3.2.2), then perhaps a port; empty is allowed. No space, so the server's join of two Host lines
+ * (`a, b`: it joins duplicates, see server.ts) never matches.
+ */
+const HOST = /^(?:\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)(?::[0-9]*)?$/;
+
+/**
+ * Throws a 400 for a request no route can answer (RFC 9112 section 3.2): HTTP/1.1 without Host,
+ * more than one Host or one that is not a host, a #fragment in the target, or a target that is
+ * neither a path nor a URL.
  */
 export function checkRequestTarget(req: Request): void {
-  if (req.httpVersion === '1.1' && req.headers.host === undefined) {
-    throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
+  const host = req.headers.host;
+  if (host === undefined) {
+    if (req.httpVersion === '1.1')
+      throw new HttpProblem(400, 'An HTTP/1.1 request needs a Host header.');
+  } else if (!HOST.test(host)) {
+    throw new HttpProblem(
+      400,
+      'A request needs one Host header holding a host and perhaps a port.',
+    );
   }
   if (req.url.includes('#')) {
     throw new HttpProblem(

@@ -147,6 +147,50 @@ describe('request targets and framing', () => {
     expect(errorOf(await send('GET /healthz HTTP/1.0')).status).toBe(200);
   });
 
+  it('answers 400 to two Host lines or a Host that is no host, and takes an empty one or an IP literal', async () => {
+    const badHost = {
+      status: 400,
+      body: {
+        error: 400,
+        message: 'A request needs one Host header holding a host and perhaps a port.',
+      },
+    };
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost: x\r\nHost: y'))).toEqual(badHost);
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost: x\r\nHost: x'))).toEqual(badHost);
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost: a b'))).toEqual(badHost);
+    expect(errorOf(await send('GET /healthz HTTP/1.0\r\nHost: x/y'))).toEqual(badHost);
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost:')).status).toBe(200);
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost: [::1]:8080')).status).toBe(200);
+    expect(errorOf(await send('GET /healthz HTTP/1.1\r\nHost: plants.example:443')).status).toBe(
+      200,
+    );
+    // A POST with two Host lines stores nothing.
+    expect(
+      errorOf(
+        await send(
+          `POST /plants HTTP/1.1\r\nHost: x\r\nHost: y\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json`,
+          '{"id": 7, "name": "twice"}',
+        ),
+      ),
+    ).toEqual(badHost);
+    expect(errorOf(await post('/plants', '{"id": 7, "name": "once"}')).status).toBe(200);
+  });
+
+  it('answers 400 to two Authorization lines, even when one holds a valid token', async () => {
+    const twice = await send(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nAuthorization: Bearer plnt_other\r\nContent-Type: application/json`,
+      '{"id": 8, "name": "twice"}',
+    );
+    expect(errorOf(twice)).toEqual({
+      status: 400,
+      body: {
+        error: 400,
+        message: 'The Authorization header is malformed: send "Authorization: Bearer <token>".',
+      },
+    });
+    expect(errorOf(await post('/plants', '{"id": 8, "name": "once"}')).status).toBe(200);
+  });
+
   it('ignores an expectation it does not support instead of answering 417', async () => {
     expect(
       errorOf(await send('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: something')).status,

@@ -5,6 +5,7 @@ import { FUZZ_IDS, fuzzRequest, latin1, rawRequest, type FuzzRequest } from './s
 import {
   answeredByApp,
   documentedFor,
+  refusedHost,
   responseProblems,
   routedPathname,
   UNLISTED_ENDPOINTS,
@@ -368,12 +369,8 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           outcomes.answered++;
           tally(outcome.response.status);
           const text = raw.bytes.toString('latin1');
-          const missingHost =
-            /^[^\r\n]* HTTP\/1\.1\r\n/.test(text) &&
-            !/\r\nhost[ \t]*:/i.test(text.split('\r\n\r\n', 1)[0]!);
-          problems.push(
-            ...responseProblems(raw.method, raw.target, outcome.response, { missingHost }),
-          );
+          const badHost = refusedHost(text.split('\r\n\r\n', 1)[0]!);
+          problems.push(...responseProblems(raw.method, raw.target, outcome.response, { badHost }));
           const rest = outcome.response.rest.toString('latin1');
           if (/(^|\r\n)HTTP\/1\.[01] 5\d\d /.test(rest)) {
             problems.push('a later response on the connection is a 5xx');

@@ -108,6 +108,20 @@ export function routedPathname(target: string): string {
   }
 }
 
+/** A host and perhaps a port (RFC 3986 section 3.2.2), or nothing. */
+const HOST_VALUE = /^(\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)(:[0-9]*)?$/;
+
+/**
+ * Whether a raw request's Host is one RFC 9112 section 3.2 has the server refuse with 400: none in
+ * an HTTP/1.1 request, more than one line, or a value that is not a host (and perhaps a port).
+ */
+export function refusedHost(head: string): boolean {
+  const [requestLine = '', ...lines] = head.split('\r\n');
+  const hosts = lines.filter((line) => /^host[ \t]*:/i.test(line));
+  if (hosts.length === 0) return / HTTP\/1\.1$/.test(requestLine);
+  return hosts.length > 1 || !HOST_VALUE.test(hosts[0]!.replace(/^[^:]*:/, '').trim());
+}
+
 /** A target the server reads neither as a path nor as a URL (server.ts, toOriginForm). */
 function unparseableTarget(target: string): boolean {
   return !target.startsWith('/') && target !== '*' && !URL.canParse(target);
@@ -160,8 +174,8 @@ export function responseProblems(
   answer: Answer,
   {
     expected5xx = [],
-    missingHost = false,
-  }: { expected5xx?: readonly number[]; missingHost?: boolean } = {},
+    badHost = false,
+  }: { expected5xx?: readonly number[]; badHost?: boolean } = {},
 ): string[] {
   const problems: string[] = [];
   const { status, headers } = answer;
@@ -209,10 +223,10 @@ export function responseProblems(
     }
     return problems;
   }
-  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, a target
-  // with a fragment (no request target may carry one), or one that is neither a path nor a URL.
-  // The app answers 400 first.
-  if (missingHost || target.includes('#') || unparseableTarget(target)) {
+  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, two Host
+  // lines or one that holds no host (RFC 9112 section 3.2), a target with a fragment (no request
+  // target may carry one), or one that is neither a path nor a URL. The app answers 400 first.
+  if (badHost || target.includes('#') || unparseableTarget(target)) {
     if (status !== 400)
       problems.push(`a malformed request target or Host answered ${status}, not 400`);
     return problems;
