@@ -80,7 +80,7 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     let answer = toAnswer(error);
-    const context = { requestId: requestIdOf(res), method: req.method, path: req.path };
+    const context = { reqId: requestIdOf(res), method: req.method, path: req.path };
     if (answer === UNAVAILABLE) {
       logger.warn({ ...context, cause: String((error as Error).cause) }, 'store unavailable');
     }

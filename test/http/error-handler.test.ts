@@ -23,6 +23,9 @@ describe('unexpected failures', () => {
     // The cause, with its stack, goes to the log: once from the error handler, once in the request line.
     const logged = t.errors.map((line) => JSON.parse(line) as Record<string, unknown>);
     expect(logged.map((entry) => entry['message'])).toEqual(['request failed', 'request']);
+    // The same id as the request line's, under the same name.
+    expect(logged[0]!['reqId']).toBe(logged[1]!['reqId']);
+    expect(logged[0]!['reqId']).toBe(res.headers['x-request-id']);
     expect(logged[0]).toMatchObject({
       path: '/plants',
       err: { message: expect.any(String), stack: expect.any(String) },
