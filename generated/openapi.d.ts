@@ -192,7 +192,10 @@ export interface components {
              */
             tag?: string;
         };
-        /** @description A stored plant. Unknown properties are not part of it. */
+        /**
+         * @description A stored plant. Clients must ignore properties they do not know: a later minor version may
+         *     add some (see the project README's versioning policy).
+         */
         Plant: components["schemas"]["PlantFields"];
         /** @description Every field of `Plant` plus a required `id`. Unknown properties are rejected. */
         NewPlant: components["schemas"]["PlantFields"] & {
@@ -203,7 +206,10 @@ export interface components {
              */
             id: number;
         };
-        /** @description The body of every error response. */
+        /**
+         * @description The body of every error response. Clients must ignore properties they do not know, as in
+         *     every response body.
+         */
         Error: {
             /**
              * Format: int32
@@ -236,6 +242,7 @@ export interface components {
          */
         BadRequest: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -245,6 +252,7 @@ export interface components {
         /** @description No bearer token in the `Authorization` header, or the token is unknown or revoked. */
         Unauthorized: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                 [name: string]: unknown;
             };
@@ -261,6 +269,7 @@ export interface components {
         /** @description No plant has the id. */
         NotFound: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -276,6 +285,7 @@ export interface components {
         /** @description A plant with the id already exists; nothing was changed. */
         Conflict: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -291,6 +301,7 @@ export interface components {
         /** @description The body is larger than the configured limit (64 KiB by default). */
         ContentTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -306,6 +317,7 @@ export interface components {
         /** @description The body is not `application/json` in UTF-8, or is sent with a content encoding. */
         UnsupportedMediaType: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -324,6 +336,7 @@ export interface components {
          */
         RequestTimeout: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -343,6 +356,7 @@ export interface components {
          */
         TooManyRequests: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
@@ -359,6 +373,7 @@ export interface components {
         /** @description The request's headers are larger than the limit (16 KiB by default). The connection is closed. */
         RequestHeaderFieldsTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -381,16 +396,19 @@ export interface components {
          */
         NotModified: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content?: never;
         };
         /**
-         * @description The store cannot be reached or is overloaded. Nothing was changed unless the store had
-         *     already committed; the request may be retried after the time in `Retry-After`.
+         * @description The store cannot be reached or is overloaded, or this instance can no longer write safely
+         *     and is restarting. Nothing was changed unless the store had already committed; the request
+         *     may be retried after the time in `Retry-After`.
          */
         ServiceUnavailable: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 "Retry-After": components["headers"]["Retry-After"];
                 [name: string]: unknown;
             };
@@ -407,6 +425,7 @@ export interface components {
         /** @description An unexpected failure; the message never carries internal details. */
         InternalError: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -423,6 +442,13 @@ export interface components {
     parameters: never;
     requestBodies: never;
     headers: {
+        /**
+         * @description The request's id: the caller's own `X-Request-Id`, when it is 1 to 128 characters of
+         *     `A-Z a-z 0-9 . _ : -`, or a new UUID (always a new one on a 408, a 431, or a 400 to a
+         *     request that is not HTTP/1.1). The same id is in the service's log line for the request.
+         * @example 3f1c8e52-7a4b-4d0e-9b1f-2c6d5e8a9b70
+         */
+        "X-Request-Id": string;
         /**
          * @description A strong entity tag of the file's bytes (RFC 9110 section 8.8.3). Send it back in
          *     `If-None-Match` to be answered 304, with no content, while the file is unchanged.
@@ -461,6 +487,7 @@ export interface operations {
             /** @description The plant was stored. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -497,6 +524,7 @@ export interface operations {
             /** @description The plant was deleted. The response has no body. */
             204: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -523,6 +551,7 @@ export interface operations {
             /** @description The process is alive. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -536,6 +565,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
         };
     };
     getReadiness: {
@@ -550,6 +581,7 @@ export interface operations {
             /** @description The instance can serve requests. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -563,6 +595,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -578,6 +612,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -592,6 +627,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
         };
     };
     getOpenApiJson: {
@@ -606,6 +643,7 @@ export interface operations {
             /** @description The OpenAPI document. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -623,6 +661,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
         };
     };
     getDocs: {
@@ -637,6 +677,7 @@ export interface operations {
             /** @description The reference page. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -652,6 +693,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };
@@ -673,6 +716,7 @@ export interface operations {
             /** @description The file. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     ETag: components["headers"]["ETag"];
                     [name: string]: unknown;
                 };
@@ -685,6 +729,8 @@ export interface operations {
             };
             304: components["responses"]["NotModified"];
             400: components["responses"]["BadRequest"];
+            408: components["responses"]["RequestTimeout"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];
         };
     };

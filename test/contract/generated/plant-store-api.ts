@@ -10,7 +10,10 @@
  * ---------------------------------------------------------------
  */
 
-/** The body of every error response. */
+/**
+ * The body of every error response. Clients must ignore properties they do not know, as in
+ * every response body.
+ */
 export interface Error {
   /**
    * The HTTP status code of the response.
@@ -37,7 +40,10 @@ export type NewPlant = PlantFields & {
   id: number;
 };
 
-/** A stored plant. Unknown properties are not part of it. */
+/**
+ * A stored plant. Clients must ignore properties they do not know: a later minor version may
+ * add some (see the project README's versioning policy).
+ */
 export type Plant = PlantFields;
 
 /** The fields a plant has; shared by `Plant` and `NewPlant`. */
@@ -117,7 +123,7 @@ export enum ContentType {
 }
 
 export class HttpClient<SecurityDataType = unknown> {
-  public baseUrl: string = "http://127.0.0.1:8080";
+  public baseUrl: string = "/";
   private securityData: SecurityDataType | null = null;
   private securityWorker?: ApiConfig<SecurityDataType>["securityWorker"];
   private abortControllers = new Map<CancelToken, AbortController>();
@@ -321,9 +327,9 @@ export class HttpClient<SecurityDataType = unknown> {
 
 /**
  * @title Plant Store
- * @version 1.1.0
+ * @version 1.2.0
  * @license MIT
- * @baseUrl http://127.0.0.1:8080
+ * @baseUrl /
  * @contact The plant store maintainers
  *
  * The plant store keeps plants, each identified by a caller-chosen 64-bit integer id.
