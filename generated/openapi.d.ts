@@ -243,6 +243,12 @@ export interface components {
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
+                /**
+                 * @description Only when the `Authorization` header is malformed: the bearer challenge with
+                 *     `error="invalid_request"` (RFC 6750 section 3.1).
+                 * @example Bearer realm="plants", error="invalid_request"
+                 */
+                "WWW-Authenticate"?: string;
                 [name: string]: unknown;
             };
             content: {
