@@ -1,7 +1,11 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { loadOpenApiDocument, writeContractCache } from '../../src/http/openapi-document';
+import {
+  contractJson,
+  loadOpenApiDocument,
+  writeContractCache,
+} from '../../src/http/openapi-document';
 import { SPEC_PATH } from '../support/test-app';
 
 describe('loadOpenApiDocument and the contract cache of npm run build', () => {
@@ -65,5 +69,13 @@ describe('loadOpenApiDocument and the contract cache of npm run build', () => {
     if (content !== undefined) fs.writeFileSync(cache, content);
 
     expect(loadOpenApiDocument(spec, cache).json).toBe(loadOpenApiDocument(spec).json);
+  });
+
+  it('converts the YAML to JSON with integers beyond 2^53 exact, as written', () => {
+    const yaml = 'a: 9223372036854775807\nb: [-9223372036854775808, 9007199254740993, 1.5, 42]\n';
+
+    expect(contractJson(yaml)).toBe(
+      '{"a":9223372036854775807,"b":[-9223372036854775808,9007199254740993,1.5,42]}',
+    );
   });
 });
