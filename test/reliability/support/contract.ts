@@ -21,7 +21,7 @@ export type Documented =
       readonly allow: readonly string[];
     };
 
-/** Refused by the HTTP server before any route is known (server.ts), so documented everywhere. */
+/** Refused by the HTTP server before any route is known (src/http/client-errors.ts), so documented everywhere. */
 export const SERVER_LEVEL_STATUSES: ReadonlySet<number> = new Set([400, 408, 431]);
 /** Documented for every operation that lists them, and in the contract's description for all. */
 export const ALWAYS_DOCUMENTED: ReadonlySet<number> = new Set([408, 431]);
@@ -154,7 +154,8 @@ export function operationIds(): string[] {
 
 /**
  * Whether the app wrote the answer, not the HTTP server before the app saw the request
- * (server.ts): the app sets helmet's headers, X-Frame-Options among them, on every answer.
+ * (src/http/client-errors.ts): the app sets helmet's headers, X-Frame-Options among them, on
+ * every answer.
  */
 export function answeredByApp(answer: Answer): boolean {
   return answer.headers['x-frame-options'] !== undefined;
@@ -217,7 +218,7 @@ export function responseProblems(
   }
 
   if (!fromApp) {
-    // The HTTP server answered before the app saw the request (server.ts).
+    // The HTTP server answered before the app saw the request (src/http/client-errors.ts).
     if (!SERVER_LEVEL_STATUSES.has(status)) {
       problems.push(`answered ${status} without the app's headers, so not from the app`);
     }
