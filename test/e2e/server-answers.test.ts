@@ -4,8 +4,8 @@ import { linesOf, requestLineOf } from '../support/log-lines';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 
 /**
- * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts), on a connection
- * that also carries requests the app answers.
+ * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts),
+ * on a connection that also carries requests the app answers.
  */
 
 let server: RunningServer;

@@ -21,7 +21,10 @@ export type Documented =
       readonly allow: readonly string[];
     };
 
-/** Refused by the HTTP server before any route is known (src/http/client-errors.ts), so documented everywhere. */
+/**
+ * Refused by the HTTP server before any route is known (src/http/client-errors.ts), so documented
+ * everywhere.
+ */
 export const SERVER_LEVEL_STATUSES: ReadonlySet<number> = new Set([400, 408, 431]);
 /** Documented for every operation that lists them, and in the contract's description for all. */
 export const ALWAYS_DOCUMENTED: ReadonlySet<number> = new Set([408, 431]);
