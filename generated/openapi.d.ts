@@ -320,7 +320,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The body is not `application/json` in UTF-8, or is sent with a content encoding. */
+        /**
+         * @description The body is not `application/json` in UTF-8, or is sent with a content encoding, or with a
+         *     transfer coding other than `chunked`.
+         */
         UnsupportedMediaType: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];

@@ -37,8 +37,9 @@ function decodeUtf8(body: Buffer): string {
 }
 
 /**
- * Reads the body of operations that take one, after authentication: media type (415), then size
- * (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired surrogates, over-deep nesting).
+ * Reads the body of operations that take one, after authentication: transfer coding and media
+ * type (415), then size (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired
+ * surrogates, over-deep nesting).
  */
 export function createJsonBody({ limit }: { limit: number }): RequestHandler {
   const readRaw = express.raw({ type: () => true, limit, inflate: false });
@@ -49,7 +50,14 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
       return;
     }
     const length = req.headers['content-length'];
-    const chunked = req.headers['transfer-encoding'] !== undefined;
+    const transferCoding = req.headers['transfer-encoding'];
+    const chunked = transferCoding !== undefined;
+    // node:http reads `gzip, chunked` as chunked and hands on the still-coded bytes. RFC 9112
+    // section 6.1 suggests 501, but a refusal of what the client sent is a 4xx here, as for a
+    // Content-Encoding.
+    if (chunked && transferCoding.trim().toLowerCase() !== 'chunked') {
+      throw new HttpProblem(415, 'The request body must not have a transfer coding but chunked.');
+    }
     checkMediaType(
       req.headers['content-type'],
       chunked || (length !== undefined && length !== '0'),

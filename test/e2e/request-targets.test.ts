@@ -191,6 +191,31 @@ describe('request targets and framing', () => {
     expect(errorOf(await post('/plants', '{"id": 8, "name": "once"}')).status).toBe(200);
   });
 
+  it('answers 415 to a body with a transfer coding other than chunked, and stores nothing', async () => {
+    const chunkedPost = (codings: string, json: string) =>
+      rawExchange(
+        target,
+        Buffer.from(
+          `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+            `Content-Type: application/json\r\nTransfer-Encoding: ${codings}\r\n\r\n` +
+            `${Buffer.byteLength(json).toString(16)}\r\n${json}\r\n0\r\n\r\n`,
+        ),
+        { noBody: false, idleMs: 500, maxMs: 3000 },
+      );
+
+    expect(errorOf(await chunkedPost('gzip, chunked', '{"id": 11, "name": "coded"}'))).toEqual({
+      status: 415,
+      body: {
+        error: 415,
+        message: 'The request body must not have a transfer coding but chunked.',
+      },
+    });
+    expect(errorOf(await chunkedPost('Chunked', '{"id": 11, "name": "plain"}'))).toEqual({
+      status: 200,
+      body: { name: 'plain' },
+    });
+  });
+
   it('ignores an expectation it does not support instead of answering 417', async () => {
     expect(
       errorOf(await send('GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: something')).status,
