@@ -65,6 +65,19 @@ describe('DELETE /plants/{id}', () => {
     expect((await remove('%31%37')).status).toBe(204);
   });
 
+  it('answers 400 naming the path when its percent-encoding is malformed', async () => {
+    expectError(
+      await remove('%'),
+      400,
+      'request/plants/% is not a valid URI path: a "%" must start a "%XX" escape',
+    );
+    expectError(
+      await remove('1%2'),
+      400,
+      'request/plants/1%2 is not a valid URI path: a "%" must start a "%XX" escape',
+    );
+  });
+
   it('ignores a body sent with the request', async () => {
     await create('{"id": 18, "name": "a"}');
     const res = await remove('18').set('Content-Type', 'text/plain').send('ignored');
