@@ -11,10 +11,21 @@ export class JsonSyntaxError extends Error {
 
 /** A parsed JSON document that still knows how each of its numbers was written. */
 export interface ParsedJson {
-  /** The parsed value; numbers are JS numbers (Number(rawText)). */
+  /** The parsed value; numbers are JS numbers (see toDouble). */
   readonly value: unknown;
   /** The exact source text of the number stored at holder[key] (holder is an object or array from `value`), or undefined when that slot is not a number. */
   numberSource(holder: object, key: string | number): string | undefined;
+}
+
+/**
+ * A JSON number's nearest double, as Number() reads it, but finite: beyond the double's range the
+ * largest double of its sign. `1e400` is an integer too (JSON Schema), so a validator must see an
+ * integer there, not Infinity, and the exact source text then says how far out of range it is.
+ */
+function toDouble(raw: string): number {
+  const value = Number(raw);
+  if (Number.isFinite(value)) return value;
+  return value > 0 ? Number.MAX_VALUE : -Number.MAX_VALUE;
 }
 
 /** Parses one strict RFC 8259 JSON text, rejecting duplicate keys, unpaired surrogates and nesting deeper than maxDepth (default 64). */
@@ -31,7 +42,7 @@ export function parseJson(text: string, options: { maxDepth?: number } = {}): Pa
     numberSource(holder, key) {
       const raw = sources.get(holder)?.get(String(key));
       // The holder may have changed since parsing; only vouch for a slot still holding that number.
-      return raw !== undefined && Object.is(Reflect.get(holder, key), Number(raw))
+      return raw !== undefined && Object.is(Reflect.get(holder, key), toDouble(raw))
         ? raw
         : undefined;
     },
@@ -209,7 +220,7 @@ class Parser {
     }
     this.pos = i;
     this.raw = text.slice(start, i);
-    return Number(this.raw);
+    return toDouble(this.raw);
   }
 
   /** Skips one or more digits starting at i and returns the index after them. */

@@ -12,7 +12,8 @@ const RANGE = `between ${INT64_MIN} and ${INT64_MAX}`;
 function bodyId(raw: string | undefined): bigint {
   const id = raw === undefined ? undefined : int64FromJsonNumber(raw);
   if (id?.ok === true) return id.value;
-  const problem = id?.reason === 'out-of-range' ? `must be ${RANGE}` : 'must be an integer';
+  // Worded as the validator words its own type errors ("must be integer").
+  const problem = id?.reason === 'out-of-range' ? `must be ${RANGE}` : 'must be integer';
   throw new HttpProblem(400, `request/body/id ${problem}`);
 }
 

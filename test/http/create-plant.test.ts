@@ -94,7 +94,18 @@ describe('POST /plants with a bad body', () => {
     [
       'an id just above an integer',
       '{"id": 10.0000000000000000001, "name": "a"}',
-      /request\/body\/id must be an integer/,
+      /^request\/body\/id must be integer$/,
+    ],
+    ['an id of 1e-400', '{"id": 1e-400, "name": "a"}', /^request\/body\/id must be integer$/],
+    [
+      'an id of 1e400, an integer beyond any double',
+      '{"id": 1e400, "name": "a"}',
+      /^request\/body\/id must be between -9223372036854775808 and 9223372036854775807$/,
+    ],
+    [
+      'an id of -1e400',
+      '{"id": -1e400, "name": "a"}',
+      /^request\/body\/id must be between -9223372036854775808 and 9223372036854775807$/,
     ],
     ['a null name', '{"id": 10, "name": null}', /request\/body\/name/],
     ['a null id', '{"id": null, "name": "a"}', /request\/body\/id/],

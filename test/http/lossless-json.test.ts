@@ -40,6 +40,18 @@ describe('parseJson', () => {
       expect(parseJson(text).value).toEqual(expected);
     });
 
+    it('reads a number beyond the double range as the largest double of its sign, keeping its source', () => {
+      const parsed = parseJson('[1e400, -1e400, 1e-400]');
+      const numbers = parsed.value as number[];
+
+      expect(numbers).toStrictEqual([Number.MAX_VALUE, -Number.MAX_VALUE, 0]);
+      expect([0, 1, 2].map((i) => parsed.numberSource(numbers, i))).toStrictEqual([
+        '1e400',
+        '-1e400',
+        '1e-400',
+      ]);
+    });
+
     it('keeps the sign of negative zero', () => {
       expect(Object.is(parseJson('-0').value, -0)).toBe(true);
     });
