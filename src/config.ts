@@ -117,14 +117,8 @@ function readStore(read: Reader): StoreConfig {
     connectTimeoutMs: read.integer('PG_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
     statementTimeoutMs: read.integer('PG_STATEMENT_TIMEOUT_MS', 5000, 1, 600_000),
   };
-  const sqlitePath = read.string('SQLITE_PATH', './data/plants.sqlite');
-  if (sqlitePath === ':memory:') {
-    read.problems.push(
-      'SQLITE_PATH must name a file, not ":memory:" (an in-memory database keeps nothing)',
-    );
-  }
   const sqlite = {
-    path: sqlitePath,
+    path: read.string('SQLITE_PATH', './data/plants.sqlite'),
     synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
     busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
   };

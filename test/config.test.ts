@@ -186,11 +186,6 @@ describe('parseConfig', () => {
       ['SQLITE_SYNCHRONOUS', 'OFF', 'SQLITE_SYNCHRONOUS must be one of FULL, NORMAL, not "OFF"'],
       ['VALIDATE_RESPONSES', 'yes', 'VALIDATE_RESPONSES must be one of true, false, not "yes"'],
       ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
-      [
-        'SQLITE_PATH',
-        ':memory:',
-        'SQLITE_PATH must name a file, not ":memory:" (an in-memory database keeps nothing)',
-      ],
       ['HOST', '  ', 'HOST must not be empty'],
       [
         'REQUEST_TIMEOUT_MS',

@@ -25,7 +25,7 @@ const REWORDED: ReadonlyArray<readonly [RegExp, string]> = [
   [/^Unknown query parameter .*$/, 'is not allowed: the query parameter is unknown'],
   [/^must match pattern "\^\[\^\\x00\]\*\$"$/, 'must not contain the character U+0000'],
   // The validator's own message for a path it cannot percent-decode, stray quote included.
-  [/^malformed uri'$/, 'is not a valid URI path: a "%" must start a "%XX" escape'],
+  [/^malformed uri'$/, 'is not a valid URI path: its percent-encoding is malformed or not UTF-8'],
 ];
 
 /** One line per validation problem, each naming its field, as `request/body/name must be string`. */

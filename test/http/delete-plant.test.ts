@@ -65,18 +65,16 @@ describe('DELETE /plants/{id}', () => {
     expect((await remove('%31%37')).status).toBe(204);
   });
 
-  it('answers 400 naming the path when its percent-encoding is malformed', async () => {
-    expectError(
-      await remove('%'),
-      400,
-      'request/plants/% is not a valid URI path: a "%" must start a "%XX" escape',
-    );
-    expectError(
-      await remove('1%2'),
-      400,
-      'request/plants/1%2 is not a valid URI path: a "%" must start a "%XX" escape',
-    );
-  });
+  it.each(['%', '1%2', '%FF', '%C3%28'])(
+    'answers 400 naming the path when its percent-encoding is malformed or not UTF-8 (%s)',
+    async (id) => {
+      expectError(
+        await remove(id),
+        400,
+        `request/plants/${id} is not a valid URI path: its percent-encoding is malformed or not UTF-8`,
+      );
+    },
+  );
 
   it('ignores a body sent with the request', async () => {
     await create('{"id": 18, "name": "a"}');

@@ -82,7 +82,7 @@ describe('unauthenticated endpoints', () => {
     expect(res.body).toBe(fs.readFileSync(SPEC_PATH, 'utf8'));
   });
 
-  it('GET /openapi.json answers the same document as JSON, converted with integers exact', async () => {
+  it('GET /openapi.json answers the same document as JSON, as contractJson converts it', async () => {
     const res = await request(t.app).get('/openapi.json');
     expect(res.status).toBe(200);
     expect(res.headers['content-type']).toMatch(/^application\/json/);
