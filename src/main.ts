@@ -139,10 +139,16 @@ function serve(
   });
 }
 
+/** A replacement worker that fails at start is started again after this, doubled each time up to a limit. */
+const RESTART_DELAY_MS = { first: 500, max: 30_000 };
+
 /**
- * Runs `workers` processes that share the port, replaces any that dies after it listened, and
- * stops them all on a stop signal (exit code 0) or when one dies before it listened (exit code 1:
- * a failure at start, which a replacement would repeat at once, forever).
+ * Runs `workers` processes that share the port and stops them all on a stop signal (exit code 0).
+ * A worker that dies after it listened is replaced at once. One that dies before it listened
+ * failed at start: before the service ever listened (the port taken, say), every replacement would
+ * fail the same way, so all stop with exit code 1; once the service serves, the failure is the
+ * moment's (the database unreachable), so the others go on and the replacement is started again
+ * after a delay that doubles with each failure in a row.
  */
 function supervise(
   config: Config,
@@ -151,10 +157,15 @@ function supervise(
 ): Promise<number> {
   let stopping = false;
   let announced = false;
+  let failedStarts = 0;
   const listened = new Set<number>();
-  for (let i = 0; i < config.workers; i++) cluster.fork();
+  const fork = () => {
+    if (!stopping) cluster.fork();
+  };
+  for (let i = 0; i < config.workers; i++) fork();
   cluster.on('listening', (worker, address) => {
     listened.add(worker.id);
+    failedStarts = 0;
     if (announced) return;
     announced = true;
     const url = urlOf(config.host, address.port);
@@ -178,13 +189,23 @@ function supervise(
     cluster.on('exit', (worker, code, signal) => {
       if (stopping) return;
       const exited = { worker: worker.process.pid, code, signal };
-      if (!listened.delete(worker.id)) {
+      if (listened.delete(worker.id)) {
+        logger.error(exited, 'worker exited; starting another');
+        fork();
+      } else if (!announced) {
         logger.fatal(exited, 'a worker exited before it listened (see its output): stopping');
         stopAll(1);
-        return;
+      } else {
+        const retryInMs = Math.min(
+          RESTART_DELAY_MS.max,
+          RESTART_DELAY_MS.first * 2 ** failedStarts++,
+        );
+        logger.error(
+          { ...exited, retryInMs },
+          'a new worker exited before it listened (see its output); starting another later',
+        );
+        setTimeout(fork, retryInMs);
       }
-      logger.error(exited, 'worker exited; starting another');
-      cluster.fork();
     });
     onStopSignal((signal) => {
       logger.info({ signal }, 'stopping workers');

@@ -7,7 +7,9 @@ import {
 import {
   callApi,
   cleanupChildren,
+  startServer,
   startWithToken,
+  tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
@@ -105,5 +107,53 @@ describeWithPostgres('PostgreSQL outages', () => {
     await waitUntilReady();
     expect((await timed('DELETE', '/plants/1')).res.status).toBe(204);
     expect(server.process.exitCode).toBeNull();
+  });
+
+  it('with WORKERS=2, keeps serving while a replacement worker cannot reach the database, and starts it again later', async () => {
+    const url = new URL(schema.url);
+    url.host = `127.0.0.1:${proxy.port}`;
+    // The same schema as the first server's, so its token serves here too.
+    const clustered = await startServer({
+      sqlitePath: tempSqlitePath(),
+      env: {
+        DATABASE_URL: url.toString(),
+        PG_CONNECT_TIMEOUT_MS: String(CONNECT_TIMEOUT_MS),
+        WORKERS: '2',
+      },
+    });
+    const logLines = () =>
+      clustered
+        .stdout()
+        .split('\n')
+        .filter((line) => line.startsWith('{'))
+        .map((line) => JSON.parse(line) as { message: string; pid: number });
+    const workerPids = () =>
+      logLines()
+        .filter((line) => line.message === 'worker listening')
+        .map((line) => line.pid);
+    const until = async (what: string, done: () => boolean) => {
+      for (const deadline = Date.now() + CLIENT_TIMEOUT_MS; !done();) {
+        if (Date.now() > deadline) throw new Error(`${what}: not within ${CLIENT_TIMEOUT_MS} ms`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    };
+    await until('two workers listening', () => workerPids().length === 2);
+    const post = (id: number) =>
+      callApi(clustered, token, 'POST', '/plants', `{"id": ${id}, "name": "p"}`);
+
+    await proxy.cut();
+    process.kill(workerPids()[0]!, 'SIGKILL');
+    await until('a replacement that failed at start', () =>
+      logLines().some((line) => line.message.startsWith('a new worker exited before it listened')),
+    );
+    // The primary and the other worker go on: 503 while the database is away.
+    expect((await post(1)).status).toBe(503);
+    expect(clustered.process.exitCode).toBeNull();
+
+    await proxy.restore();
+    await until('a replacement listening', () => workerPids().length === 3);
+    expect((await post(2)).status).toBe(200);
+    expect(clustered.process.exitCode).toBeNull();
+    expect(logLines().some((line) => line.message.includes('stopping'))).toBe(false);
   });
 });
