@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { createApp } from './app';
+import { supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines } from './http/request-log';
@@ -139,81 +140,6 @@ function serve(
   });
 }
 
-/** A replacement worker that fails at start is started again after this, doubled each time up to a limit. */
-const RESTART_DELAY_MS = { first: 500, max: 30_000 };
-
-/**
- * Runs `workers` processes that share the port and stops them all on a stop signal (exit code 0).
- * A worker that dies after it listened is replaced at once. One that dies before it listened
- * failed at start: before the service ever listened (the port taken, say), every replacement would
- * fail the same way, so all stop with exit code 1; once the service serves, the failure is the
- * moment's (the database unreachable), so the others go on and the replacement is started again
- * after a delay that doubles with each failure in a row.
- */
-function supervise(
-  config: Config,
-  logger: Logger,
-  onListening: (url: string) => void,
-): Promise<number> {
-  let stopping = false;
-  let announced = false;
-  let failedStarts = 0;
-  const listened = new Set<number>();
-  const fork = () => {
-    if (!stopping) cluster.fork();
-  };
-  for (let i = 0; i < config.workers; i++) fork();
-  cluster.on('listening', (worker, address) => {
-    listened.add(worker.id);
-    failedStarts = 0;
-    if (announced) return;
-    announced = true;
-    const url = urlOf(config.host, address.port);
-    onListening(url);
-    logger.info({ url, store: config.store.kind, workers: config.workers }, 'listening');
-    stdout.flush();
-  });
-  return new Promise<number>((resolve) => {
-    const stopAll = (code: number) => {
-      stopping = true;
-      const workers = Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
-      let running = workers.length;
-      if (running === 0) resolve(code);
-      for (const worker of workers) {
-        worker.once('exit', () => {
-          if (--running === 0) resolve(code);
-        });
-        worker.process.kill('SIGTERM');
-      }
-    };
-    cluster.on('exit', (worker, code, signal) => {
-      if (stopping) return;
-      const exited = { worker: worker.process.pid, code, signal };
-      if (listened.delete(worker.id)) {
-        logger.error(exited, 'worker exited; starting another');
-        fork();
-      } else if (!announced) {
-        logger.fatal(exited, 'a worker exited before it listened (see its output): stopping');
-        stopAll(1);
-      } else {
-        const retryInMs = Math.min(
-          RESTART_DELAY_MS.max,
-          RESTART_DELAY_MS.first * 2 ** failedStarts++,
-        );
-        logger.error(
-          { ...exited, retryInMs },
-          'a new worker exited before it listened (see its output); starting another later',
-        );
-        setTimeout(fork, retryInMs);
-      }
-    });
-    onStopSignal((signal) => {
-      logger.info({ signal }, 'stopping workers');
-      stopAll(0);
-    });
-  });
-}
-
 async function main(): Promise<number> {
   let config: Config;
   try {
@@ -242,7 +168,15 @@ async function main(): Promise<number> {
   };
   if (config.workers === 1) return serve(config, store, logger, announce);
   await store.close();
-  return supervise(config, logger, announce);
+  return supervise(config.workers, logger, {
+    onFirstListening(port) {
+      const url = urlOf(config.host, port);
+      announce(url);
+      logger.info({ url, store: config.store.kind, workers: config.workers }, 'listening');
+      stdout.flush();
+    },
+    onStopSignal,
+  });
 }
 
 /** Writes out every log line still held back, then ends the process. */
