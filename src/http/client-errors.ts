@@ -34,19 +34,25 @@ function failedRequestIsHead(error: ClientError): boolean {
   return methods?.[methods.length - 1] === 'HEAD';
 }
 
+/** A response as node:http keeps it: `_hasBody` is false for a HEAD (set from the method it arrived with). */
+type OwnResponse = http.ServerResponse & { _hasBody?: boolean };
+
 /** A connection as node:http keeps it: the response it is writing now, if any. */
-type Connection = Socket & { _httpMessage?: http.ServerResponse | null };
+type Connection = Socket & { _httpMessage?: OwnResponse | null };
 
 /**
  * Calls `then` once the responses to the requests before the failed one are written. node:http
  * writes one response at a time: the one on the socket (_httpMessage), then, when that one is
  * done, the next in its queue. A response whose request did not arrive whole is the failed
- * request's own; `then` learns whether it was begun.
+ * request's own (its headers arrived, its body did not): `then` gets it, or undefined.
  */
-function afterEarlierResponses(socket: Connection, then: (failedOneBegun: boolean) => void): void {
+function afterEarlierResponses(
+  socket: Connection,
+  then: (failedOwn: OwnResponse | undefined) => void,
+): void {
   const current = socket._httpMessage;
   if (!current || !current.req.complete) {
-    then(current?.headersSent === true);
+    then(current ?? undefined);
     return;
   }
   // Once it is written or the connection is gone; node:http has then put the next one in its place.
@@ -58,7 +64,12 @@ function afterEarlierResponses(socket: Connection, then: (failedOneBegun: boolea
  * new X-Request-Id (the request's own was never read), and logs its request line: the id, the
  * status and Node's error code, as no method, path or operation is known.
  */
-function answerClientError(error: ClientError, socket: Socket, logger: Logger): void {
+function answerClientError(
+  error: ClientError,
+  socket: Socket,
+  logger: Logger,
+  head: boolean,
+): void {
   const status =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? 431
@@ -67,8 +78,6 @@ function answerClientError(error: ClientError, socket: Socket, logger: Logger): 
         : 400;
   const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
   const reqId = randomUUID();
-  // A response to HEAD has no body, even when the rest of the request could not be parsed.
-  const head = failedRequestIsHead(error);
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
       `X-Request-Id: ${reqId}\r\n` +
@@ -98,10 +107,17 @@ export function createClientErrorHandler(
     }
     if (answered.has(socket)) return;
     answered.add(socket);
-    afterEarlierResponses(socket, (failedOneBegun) => {
+    afterEarlierResponses(socket, (failedOwn) => {
       // Its own response begun, an answer would corrupt it: the connection can only be cut.
-      if (!socket.writable || failedOneBegun) socket.destroy();
-      else answerClientError(error, socket, logger);
+      if (!socket.writable || failedOwn?.headersSent === true) {
+        socket.destroy();
+        return;
+      }
+      // A response to HEAD has no body, even when the rest of the request could not be parsed:
+      // its own response knows its method; without one, the failed bytes may say.
+      const head =
+        failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
+      answerClientError(error, socket, logger, head);
     });
   };
 }

@@ -139,6 +139,22 @@ describe('request targets and framing', () => {
     expect(answer.rest.toString('latin1')).toBe('');
   });
 
+  it('answers a POST whose chunked body breaks off with the body of its 400, even when the body says HEAD', async () => {
+    const outcome = await rawExchange(
+      target,
+      Buffer.from(
+        `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+          'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n' +
+          '5\r\nHEAD \r\nZZZ\r\n',
+      ),
+      { noBody: false, idleMs: 500, maxMs: 3000 },
+    );
+    expect(errorOf(outcome)).toEqual({
+      status: 400,
+      body: { error: 400, message: 'The request could not be parsed as HTTP/1.1.' },
+    });
+  });
+
   it('answers an HTTP/1.1 request without Host with the Error body', async () => {
     expect(errorOf(await send('GET /healthz HTTP/1.1'))).toEqual({
       status: 400,
