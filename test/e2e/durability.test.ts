@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
+import { logLinesOf } from '../support/log-lines';
 import {
   cleanupChildren,
   createToken,
@@ -179,16 +180,12 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
     );
 
     expect(await exited).toBe(1);
-    const fatal = server
-      .stdout()
-      .split('\n')
-      .filter((line) => line.includes('the store can no longer write safely'));
+    const fatal = logLinesOf(server).filter(
+      (line) => line['message'] === 'the store can no longer write safely: stopping',
+    );
     expect(fatal).toHaveLength(1);
-    expect(JSON.parse(fatal[0]!)).toMatchObject({
-      level: 60,
-      err: { message: expect.any(String) },
-    });
-    expect(fatal[0]).toContain('EIO');
+    expect(fatal[0]).toMatchObject({ level: 60, err: { message: expect.any(String) } });
+    expect(JSON.stringify(fatal[0])).toContain('EIO');
 
     fs.rmSync(failing);
     const restarted = await startServer({ sqlitePath });

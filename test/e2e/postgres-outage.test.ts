@@ -12,6 +12,7 @@ import {
   tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
+import { logLinesOf, waitFor } from '../support/log-lines';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
 
 /** What a client waits at most; every answer during an outage must come well before it. */
@@ -121,22 +122,12 @@ describeWithPostgres('PostgreSQL outages', () => {
         WORKERS: '2',
       },
     });
-    const logLines = () =>
-      clustered
-        .stdout()
-        .split('\n')
-        .filter((line) => line.startsWith('{'))
-        .map((line) => JSON.parse(line) as { message: string; pid: number });
+    const messages = () => logLinesOf(clustered).map((line) => String(line['message']));
     const workerPids = () =>
-      logLines()
-        .filter((line) => line.message === 'worker listening')
-        .map((line) => line.pid);
-    const until = async (what: string, done: () => boolean) => {
-      for (const deadline = Date.now() + CLIENT_TIMEOUT_MS; !done();) {
-        if (Date.now() > deadline) throw new Error(`${what}: not within ${CLIENT_TIMEOUT_MS} ms`);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    };
+      logLinesOf(clustered)
+        .filter((line) => line['message'] === 'worker listening')
+        .map((line) => Number(line['pid']));
+    const until = (what: string, done: () => boolean) => waitFor(what, done, CLIENT_TIMEOUT_MS);
     await until('two workers listening', () => workerPids().length === 2);
     const post = (id: number) =>
       callApi(clustered, token, 'POST', '/plants', `{"id": ${id}, "name": "p"}`);
@@ -144,7 +135,7 @@ describeWithPostgres('PostgreSQL outages', () => {
     await proxy.cut();
     process.kill(workerPids()[0]!, 'SIGKILL');
     await until('a replacement that failed at start', () =>
-      logLines().some((line) => line.message.startsWith('a new worker exited before it listened')),
+      messages().some((message) => message.startsWith('a new worker exited before it listened')),
     );
     // The primary and the other worker go on: 503 while the database is away.
     expect((await post(1)).status).toBe(503);
@@ -154,6 +145,6 @@ describeWithPostgres('PostgreSQL outages', () => {
     await until('a replacement listening', () => workerPids().length === 3);
     expect((await post(2)).status).toBe(200);
     expect(clustered.process.exitCode).toBeNull();
-    expect(logLines().some((line) => line.message.includes('stopping'))).toBe(false);
+    expect(messages().some((message) => message.includes('stopping'))).toBe(false);
   });
 });

@@ -3,14 +3,27 @@ import type { RunningServer } from './server-process';
 /** One JSON line of the server's log. */
 export type LogLine = Record<string, unknown>;
 
-/** The lines of the server's log so far that carry `reqId`. */
-export function linesOf(server: Pick<RunningServer, 'stdout'>, reqId: string): LogLine[] {
+/** Every JSON line the server has logged so far (other output, such as a printed token, left out). */
+export function logLinesOf(server: Pick<RunningServer, 'stdout'>): LogLine[] {
   return server
     .stdout()
     .split('\n')
-    .filter((line) => line.includes(reqId))
-    .map((line) => JSON.parse(line) as LogLine)
-    .filter((line) => line['reqId'] === reqId);
+    .filter((line) => line.startsWith('{'))
+    .map((line) => JSON.parse(line) as LogLine);
+}
+
+/** The lines of the server's log so far that carry `reqId`. */
+export function linesOf(server: Pick<RunningServer, 'stdout'>, reqId: string): LogLine[] {
+  return logLinesOf(server).filter((line) => line['reqId'] === reqId);
+}
+
+/** Resolves once `done()` holds, checking every 20 ms; rejects naming `what` after `timeoutMs`. */
+export async function waitFor(what: string, done: () => boolean, timeoutMs = 3000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /**
@@ -22,11 +35,7 @@ export async function requestLineOf(
   reqId: string,
   timeoutMs = 3000,
 ): Promise<LogLine> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const line = linesOf(server, reqId).find((candidate) => candidate['message'] === 'request');
-    if (line !== undefined) return line;
-    if (Date.now() > deadline) throw new Error(`No request line for ${reqId} in the server's log.`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const find = () => linesOf(server, reqId).find((line) => line['message'] === 'request');
+  await waitFor(`the request line of ${reqId}`, () => find() !== undefined, timeoutMs);
+  return find()!;
 }
