@@ -1,6 +1,7 @@
 import fs from 'node:fs';
+import type { IncomingMessage } from 'node:http';
 import path from 'node:path';
-import { parse as legacyParse } from 'node:url';
+import parseurl from 'parseurl';
 import YAML from 'yaml';
 import { PROJECT_ROOT } from '../../support/server-process';
 import type { Answer } from './http';
@@ -94,19 +95,13 @@ const routes = Object.entries(spec.paths).map(([template, item]) => {
   return { template, pattern, operations };
 });
 
-/**
- * The path Express routes on: what `parseurl` gives as pathname (a fast split at "?" for plain
- * origin-form targets, Node's legacy URL parser otherwise).
- */
+/** The path Express routes on: its router's own `parseurl`, given the raw request target. */
 export function routedPathname(target: string): string {
-  if (target.startsWith('/') && !/[\t\n\f\r #\u00a0\ufeff]/.test(target)) {
-    const query = target.indexOf('?');
-    return query === -1 ? target : target.slice(0, query);
-  }
   try {
-    return legacyParse(target).pathname ?? '';
+    return parseurl({ url: target } as IncomingMessage)?.pathname ?? '';
   } catch {
-    // Node's legacy parser throws on some targets (e.g. "-:"); no route has such a path.
+    // Node's legacy URL parser, which parseurl uses for targets other than plain origin-form,
+    // throws on some targets (e.g. "-:"); no route has such a path.
     return '';
   }
 }
