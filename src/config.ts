@@ -146,11 +146,18 @@ function readHttpServer(read: Reader): HttpServerConfig {
   return http;
 }
 
+/**
+ * NODE_ENV values of a developer's machine. Any other value counts as production, so that a
+ * misspelt or site-specific name ("prod", "Production", "staging") fails closed: no development
+ * token is created and printed to its logs.
+ */
+const DEVELOPMENT_ENVIRONMENTS: ReadonlySet<string> = new Set(['', 'development', 'test']);
+
 /** Parses the environment; throws a ConfigError that lists every invalid value at once. */
 export function parseConfig(env: Env): Config {
   const read = new Reader(env);
   const config: Config = {
-    production: env['NODE_ENV'] === 'production',
+    production: !DEVELOPMENT_ENVIRONMENTS.has(env['NODE_ENV'] ?? ''),
     host: read.string('HOST', '127.0.0.1'),
     port: read.integer('PORT', 8080, 0, 65535),
     bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 64 * 1024, 1, 16 * 1024 * 1024),

@@ -139,7 +139,13 @@ describe('parseConfig', () => {
       ['production', true],
       ['development', false],
       ['test', false],
-    ])('sets production from NODE_ENV=%s to %p', (value, production) => {
+      ['', false],
+      // Any other value fails closed: production's refusal instead of a printed development token.
+      ['prod', true],
+      ['Production', true],
+      ['staging', true],
+      ['dev', true],
+    ])('sets production from NODE_ENV=%j to %p', (value, production) => {
       expect(parseConfig({ NODE_ENV: value }).production).toBe(production);
     });
 

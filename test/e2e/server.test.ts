@@ -158,24 +158,28 @@ describe('the development token', () => {
 });
 
 describe('a production start', () => {
-  it('exits non-zero without listening and says how to create a token when the store has none', async () => {
-    const sqlitePath = tempSqlitePath();
+  // A value other than development or test fails closed, as production does.
+  it.each(['production', 'prod'])(
+    'with NODE_ENV=%s exits non-zero without listening and says how to create a token when the store has none',
+    async (nodeEnv) => {
+      const sqlitePath = tempSqlitePath();
 
-    const result = await runServerToExit({
-      sqlitePath,
-      env: { NODE_ENV: 'production' },
-      timeoutMs: 5_000,
-    });
+      const result = await runServerToExit({
+        sqlitePath,
+        env: { NODE_ENV: nodeEnv },
+        timeoutMs: 5_000,
+      });
 
-    expect(result.code).toBe(1);
-    expect(result.durationMs).toBeLessThan(5_000);
-    const output = result.stdout + result.stderr;
-    expect(output).toContain('npm run token -- create');
-    expect(output).not.toContain('"listening"');
-    expect(output).not.toContain('development token');
-    const list = await runTokenCli(['list', '--json'], { SQLITE_PATH: sqlitePath });
-    expect(JSON.parse(list.stdout)).toStrictEqual([]);
-  });
+      expect(result.code).toBe(1);
+      expect(result.durationMs).toBeLessThan(5_000);
+      const output = result.stdout + result.stderr;
+      expect(output).toContain('npm run token -- create');
+      expect(output).not.toContain('"listening"');
+      expect(output).not.toContain('development token');
+      const list = await runTokenCli(['list', '--json'], { SQLITE_PATH: sqlitePath });
+      expect(JSON.parse(list.stdout)).toStrictEqual([]);
+    },
+  );
 
   it('listens and accepts a token created with the CLI beforehand', async () => {
     const sqlitePath = tempSqlitePath();
