@@ -60,15 +60,16 @@ function afterEarlierResponses(
 }
 
 /**
- * Answers a request Node rejected before it reached the app, in the contract's Error shape with a
- * new X-Request-Id (the request's own was never read), and logs its request line: the id, the
- * status and Node's error code, as no method, path or operation is known.
+ * Answers a request Node could not read whole, in the contract's Error shape, and logs its request
+ * line: the id, the status and Node's error code. When its headers arrived (its body stopped or
+ * came too slowly), the app had given it its X-Request-Id (see createRequestLog), which the answer
+ * and the line keep, and the line has its method and path too; else the id is new.
  */
 function answerClientError(
   error: ClientError,
   socket: Socket,
   logger: Logger,
-  head: boolean,
+  failedOwn: OwnResponse | undefined,
 ): void {
   const status =
     error.code === 'HPE_HEADER_OVERFLOW'
@@ -77,7 +78,11 @@ function answerClientError(
         ? 408
         : 400;
   const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
-  const reqId = randomUUID();
+  const ownId = failedOwn?.getHeader('X-Request-Id');
+  const reqId = typeof ownId === 'string' ? ownId : randomUUID();
+  // A response to HEAD has no body, even when the rest of the request could not be parsed: its
+  // own response knows its method; without one, the failed bytes may say.
+  const head = failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
       `X-Request-Id: ${reqId}\r\n` +
@@ -88,7 +93,15 @@ function answerClientError(
       'Connection: close\r\n\r\n' +
       (head ? '' : body),
   );
-  logger.info({ reqId, res: { status }, cause: error.code }, 'request');
+  const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
+  logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
+}
+
+/** The method and path (never the query) of a request whose headers arrived, as its log line has them. */
+function requestLineOf(req: http.IncomingMessage): { method: string; path: string } {
+  const url = req.url ?? '';
+  const query = url.indexOf('?');
+  return { method: req.method ?? '', path: query === -1 ? url : url.slice(0, query) };
 }
 
 /**
@@ -113,11 +126,7 @@ export function createClientErrorHandler(
         socket.destroy();
         return;
       }
-      // A response to HEAD has no body, even when the rest of the request could not be parsed:
-      // its own response knows its method; without one, the failed bytes may say.
-      const head =
-        failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
-      answerClientError(error, socket, logger, head);
+      answerClientError(error, socket, logger, failedOwn);
     });
   };
 }

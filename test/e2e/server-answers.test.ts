@@ -13,7 +13,9 @@ let token: string;
 let port: number;
 
 beforeAll(async () => {
-  ({ server, token } = await startWithToken({ env: { HEADERS_TIMEOUT_MS: '1000' } }));
+  ({ server, token } = await startWithToken({
+    env: { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000' },
+  }));
   port = Number(new URL(server.baseUrl).port);
 });
 afterAll(cleanupChildren);
@@ -171,4 +173,33 @@ describe('an answer the server writes itself', () => {
       expect(linesOf(server, reqId)).toHaveLength(1);
     },
   );
+
+  it('keeps the X-Request-Id of a request whose headers arrived, and logs its method and path: 408 to a body that does not arrive in time', async () => {
+    const { data } = await converse(
+      'POST /plants?q=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine-slow-body\r\n' +
+        `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+        'Content-Length: 40\r\n\r\n{"id": 5',
+      { maxMs: 6000 },
+    );
+
+    const [answer, ...more] = responsesIn(data);
+    expect(answer?.status).toBe(408);
+    expect(JSON.parse(answer!.body.toString())).toEqual({
+      error: 408,
+      message: 'The request took too long to arrive.',
+    });
+    expect(answer!.headers['x-request-id']).toBe('mine-slow-body');
+    expect(more).toEqual([]);
+    expect(await requestLineOf(server, 'mine-slow-body')).toEqual({
+      level: 30,
+      time: expect.any(String),
+      pid: server.process.pid,
+      reqId: 'mine-slow-body',
+      req: { method: 'POST', path: '/plants' },
+      res: { status: 408 },
+      cause: 'ERR_HTTP_REQUEST_TIMEOUT',
+      message: 'request',
+    });
+    expect(linesOf(server, 'mine-slow-body')).toHaveLength(1);
+  });
 });
