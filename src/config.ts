@@ -133,7 +133,8 @@ function readHttpServer(read: Reader): HttpServerConfig {
   const http = {
     headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
     requestTimeoutMs: read.integer('REQUEST_TIMEOUT_MS', 30_000, 100, 600_000),
-    keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 100, 600_000),
+    // At least a second: node:http advertises it as `Keep-Alive: timeout=<whole seconds>`.
+    keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 1000, 600_000),
     maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
   };

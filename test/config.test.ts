@@ -194,6 +194,11 @@ describe('parseConfig', () => {
       ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
       ['HOST', '  ', 'HOST must not be empty'],
       [
+        'KEEP_ALIVE_TIMEOUT_MS',
+        '999',
+        'KEEP_ALIVE_TIMEOUT_MS must be an integer from 1000 to 600000, not "999"',
+      ],
+      [
         'REQUEST_TIMEOUT_MS',
         '5000',
         'HEADERS_TIMEOUT_MS (10000) must not exceed REQUEST_TIMEOUT_MS (5000)',
