@@ -1,7 +1,8 @@
 import http from 'node:http';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
-import { createClientErrorHandler } from './http/client-errors';
+import type { Socket } from 'node:net';
+import { createClientErrorHandler, type Connection } from './http/client-errors';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
 import type { Logger } from './logger';
@@ -23,6 +24,9 @@ function toOriginForm(req: http.IncomingMessage): void {
     req.url = `/#${target}`;
   }
 }
+
+/** Each server's open connections, so that a shutdown reaches the responses in flight on them. */
+const openConnections = new WeakMap<http.Server, Set<Socket>>();
 
 /**
  * The HTTP server around the app, with deliberate limits: headers must arrive within
@@ -58,6 +62,12 @@ export function createHttpServer(
     handle,
   );
   server.on('clientError', createClientErrorHandler(logger));
+  const connections = new Set<Socket>();
+  openConnections.set(server, connections);
+  server.on('connection', (socket: Socket) => {
+    connections.add(socket);
+    socket.once('close', () => connections.delete(socket));
+  });
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
   return server;
@@ -68,6 +78,13 @@ export function createHttpServer(
  * what is left; resolves once the server is closed.
  */
 export function closeGracefully(server: http.Server, deadlineMs: number): Promise<void> {
+  // A response not yet begun asks its client to close, as those to requests that arrive from now
+  // on do (responseHeaders): told keep-alive, a client could send its next request on a connection
+  // the sweep below is closing.
+  for (const socket of openConnections.get(server) ?? []) {
+    const response = (socket as Connection)._httpMessage;
+    if (response && !response.headersSent) response.setHeader('Connection', 'close');
+  }
   return new Promise((resolve) => {
     const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
     // A keep-alive connection whose last request just finished is closed at once, not after its time-out.

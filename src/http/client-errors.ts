@@ -38,7 +38,7 @@ function failedRequestIsHead(error: ClientError): boolean {
 type OwnResponse = http.ServerResponse & { _hasBody?: boolean };
 
 /** A connection as node:http keeps it: the response it is writing now, if any. */
-type Connection = Socket & { _httpMessage?: OwnResponse | null };
+export type Connection = Socket & { _httpMessage?: OwnResponse | null };
 
 /**
  * Calls `then` once the responses to the requests before the failed one are written. node:http
