@@ -100,7 +100,7 @@ function serve(
     trustProxyHops: config.trustProxyHops,
     limits: config.limits,
   });
-  const server = createHttpServer(app, config.http, logger);
+  const server = createHttpServer(app, config.http, logger, metrics?.recordServerAnswer);
   return new Promise<number>((resolve, reject) => {
     const stop = (code: number) => {
       if (shuttingDown) return;

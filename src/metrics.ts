@@ -7,6 +7,8 @@ import { wrapStoreMethods } from './store/wrap-store';
 export interface Metrics {
   /** Counts and times a finished request, labelled by operationId, method and status. */
   record(request: FinishedRequest): void;
+  /** Counts an answer node:http's server wrote itself (see http/client-errors), by status and cause. */
+  recordServerAnswer(status: number, cause: string | undefined): void;
   /** GET /metrics in the Prometheus text format. */
   readonly handler: RequestHandler;
   /**
@@ -64,6 +66,12 @@ export function createMetrics(): Metrics {
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
+  const serverAnswers = new Counter({
+    name: 'http_server_answers_total',
+    help: "Answers the HTTP server wrote itself (400, 408, 431) to requests it could not read whole, by status and Node's error code.",
+    labelNames: ['status', 'cause'] as const,
+    registers: [registry],
+  });
   const storeLatency = new Histogram({
     name: 'store_operation_duration_seconds',
     help: 'Time of one store call, by store method and outcome (ok or error).',
@@ -96,6 +104,10 @@ export function createMetrics(): Metrics {
       const { counter, histogram } = seriesOf(operationId ?? 'none', method, status);
       counter.inc();
       histogram.observe(seconds);
+    },
+    recordServerAnswer(status, cause) {
+      // Bounded: Node's parser error codes and its request time-out.
+      serverAnswers.inc({ status: String(status), cause: cause ?? 'unknown' });
     },
     async handler(_req, res) {
       res.type(registry.contentType).send(await registry.metrics());

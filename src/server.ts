@@ -32,12 +32,14 @@ const openConnections = new WeakMap<http.Server, Set<Socket>>();
  * The HTTP server around the app, with deliberate limits: headers must arrive within
  * headersTimeoutMs (slow clients are cut off), a whole request within requestTimeoutMs, idle
  * keep-alive connections close after keepAliveTimeoutMs, and headers over maxHeaderBytes get 431.
- * `logger` gets the request lines of the answers the server writes itself.
+ * `logger` gets the request lines of the answers the server writes itself, and `onServerAnswer`
+ * (the metrics) hears of each.
  */
 export function createHttpServer(
   app: Express,
   config: HttpServerConfig,
   logger: Logger,
+  onServerAnswer?: (status: number, cause: string | undefined) => void,
 ): http.Server {
   const handle: http.RequestListener = (req, res) => {
     toOriginForm(req);
@@ -61,7 +63,7 @@ export function createHttpServer(
     },
     handle,
   );
-  server.on('clientError', createClientErrorHandler(logger));
+  server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
   const connections = new Set<Socket>();
   openConnections.set(server, connections);
   server.on('connection', (socket: Socket) => {

@@ -70,7 +70,7 @@ function answerClientError(
   socket: Socket,
   logger: Logger,
   failedOwn: OwnResponse | undefined,
-): void {
+): number {
   const status =
     error.code === 'HPE_HEADER_OVERFLOW'
       ? 431
@@ -95,6 +95,7 @@ function answerClientError(
   );
   const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
   logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
+  return status;
 }
 
 /** The method and path (never the query) of a request whose headers arrived, as its log line has them. */
@@ -111,6 +112,7 @@ function requestLineOf(req: http.IncomingMessage): { method: string; path: strin
  */
 export function createClientErrorHandler(
   logger: Logger,
+  onAnswer?: (status: number, cause: string | undefined) => void,
 ): (error: ClientError, socket: Socket) => void {
   const answered = new WeakSet<Socket>();
   return (error, socket) => {
@@ -126,7 +128,8 @@ export function createClientErrorHandler(
         socket.destroy();
         return;
       }
-      answerClientError(error, socket, logger, failedOwn);
+      const status = answerClientError(error, socket, logger, failedOwn);
+      onAnswer?.(status, error.code);
     });
   };
 }

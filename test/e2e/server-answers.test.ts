@@ -1,6 +1,7 @@
 import net from 'node:net';
 import { parseResponse, type ParsedResponse } from '../reliability/support/raw';
 import { linesOf, requestLineOf } from '../support/log-lines';
+import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
 
 /**
@@ -35,10 +36,10 @@ interface Conversation {
  */
 function converse(
   request: string,
-  { more = [], gapMs = 20, readLate = false, maxMs = 10_000 }: ConverseOptions = {},
+  { more = [], gapMs = 20, readLate = false, maxMs = 10_000, to = port }: ConverseOptions = {},
 ): Promise<Conversation> {
   return new Promise((resolve) => {
-    const socket = net.connect(port, '127.0.0.1');
+    const socket = net.connect(to, '127.0.0.1');
     const chunks: Buffer[] = [];
     let closedByServer = false;
     const deadline = setTimeout(() => socket.destroy(), maxMs);
@@ -66,6 +67,8 @@ interface ConverseOptions {
   readonly gapMs?: number;
   readonly readLate?: boolean;
   readonly maxMs?: number;
+  /** The port to connect to: the shared server's by default. */
+  readonly to?: number;
 }
 
 /** Every whole response in `data`, in order; fails on bytes that are not one. */
@@ -201,5 +204,34 @@ describe('an answer the server writes itself', () => {
       message: 'request',
     });
     expect(linesOf(server, 'mine-slow-body')).toHaveLength(1);
+  });
+});
+
+describe('the metrics', () => {
+  it('count each answer the server writes itself, by status and cause', async () => {
+    const series = 'http_server_answers_total{status="400",cause="HPE_INVALID_VERSION"}';
+    const count = async () => {
+      const value = seriesValue(await (await fetch(`${server.baseUrl}/metrics`)).text(), series);
+      return Number.isNaN(value) ? 0 : value;
+    };
+    const before = await count();
+
+    const { data } = await converse('GET / HTTP/9\r\n\r\n');
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([400]);
+    expect(await count()).toBe(before + 1);
+  });
+
+  it('leave those answers as they are when turned off (METRICS=false)', async () => {
+    const { server: unmeasured } = await startWithToken({ env: { METRICS: 'false' } });
+
+    const { data } = await converse('GET / HTTP/9\r\n\r\n', {
+      to: Number(new URL(unmeasured.baseUrl).port),
+    });
+
+    const [answer, ...more] = responsesIn(data);
+    expect(answer?.status).toBe(400);
+    expect(JSON.parse(answer!.body.toString())).toEqual(UNPARSEABLE);
+    expect(more).toEqual([]);
   });
 });

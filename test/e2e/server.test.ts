@@ -10,6 +10,7 @@ import {
   tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
+import { seriesValue } from '../support/metrics-text';
 
 /** A server on a fresh store with one CLI-made token, so that no development token is involved. */
 async function startWithToken(): Promise<{
@@ -99,12 +100,6 @@ describe('the plant API over loopback, through the typed client', () => {
     });
   });
 });
-
-/** The value of an unlabelled series in Prometheus text, or NaN when it is absent. */
-function seriesValue(metricsText: string, name: string): number {
-  const line = metricsText.split('\n').find((candidate) => candidate.startsWith(`${name} `));
-  return line === undefined ? Number.NaN : Number(line.slice(name.length + 1));
-}
 
 describe('GET /metrics of a running server', () => {
   it("reports the SQLite store's group commits, their writes and the time of their WAL syncs", async () => {
