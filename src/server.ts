@@ -1,7 +1,7 @@
 import http from 'node:http';
+import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
-import type { Socket } from 'node:net';
 import { createClientErrorHandler, type Connection } from './http/client-errors';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
@@ -25,8 +25,31 @@ function toOriginForm(req: http.IncomingMessage): void {
   }
 }
 
-/** Each server's open connections, so that a shutdown reaches the responses in flight on them. */
-const openConnections = new WeakMap<http.Server, Set<Socket>>();
+/**
+ * A server's open connections, so that a shutdown reaches the responses in flight on them; and,
+ * once it has, the connections whose response in flight it told to close.
+ */
+interface Connections {
+  readonly open: Set<Socket>;
+  closing: WeakSet<Socket> | undefined;
+}
+
+const connectionsOf = new WeakMap<http.Server, Connections>();
+
+/**
+ * Whether to serve a request pipelined behind a response the shutdown told to close. While that
+ * response has not begun, it keeps the connection after all, and this request, which reached the
+ * app during the shutdown, closes it instead (responseHeaders). Once it has begun, the connection
+ * ends after it and this request's answer could not be sent: it is left unprocessed and
+ * unanswered, which tells its client to send it again (RFC 9112 section 9.3.2).
+ */
+function servePipelinedAfterClose(socket: Connection, closing: WeakSet<Socket>): boolean {
+  const current = socket._httpMessage;
+  if (!current || current.headersSent) return false;
+  current.removeHeader('Connection');
+  closing.delete(socket);
+  return true;
+}
 
 /**
  * The HTTP server around the app, with deliberate limits: headers must arrive within
@@ -41,7 +64,12 @@ export function createHttpServer(
   logger: Logger,
   onServerAnswer?: (status: number, cause: string | undefined) => void,
 ): http.Server {
+  const connections: Connections = { open: new Set(), closing: undefined };
   const handle: http.RequestListener = (req, res) => {
+    const { closing } = connections;
+    if (closing?.has(req.socket) === true && !servePipelinedAfterClose(req.socket, closing)) {
+      return;
+    }
     toOriginForm(req);
     app(req, res);
   };
@@ -64,11 +92,10 @@ export function createHttpServer(
     handle,
   );
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
-  const connections = new Set<Socket>();
-  openConnections.set(server, connections);
+  connectionsOf.set(server, connections);
   server.on('connection', (socket: Socket) => {
-    connections.add(socket);
-    socket.once('close', () => connections.delete(socket));
+    connections.open.add(socket);
+    socket.once('close', () => connections.open.delete(socket));
   });
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
@@ -80,12 +107,21 @@ export function createHttpServer(
  * what is left; resolves once the server is closed.
  */
 export function closeGracefully(server: http.Server, deadlineMs: number): Promise<void> {
-  // A response not yet begun asks its client to close, as those to requests that arrive from now
-  // on do (responseHeaders): told keep-alive, a client could send its next request on a connection
-  // the sweep below is closing.
-  for (const socket of openConnections.get(server) ?? []) {
-    const response = (socket as Connection)._httpMessage;
-    if (response && !response.headersSent) response.setHeader('Connection', 'close');
+  // A response not yet begun asks its client to close, as those to requests that reach the app from
+  // now on do (responseHeaders): told keep-alive, a client could send its next request on a
+  // connection the sweep below is closing. Not when a later request on the connection has been
+  // read: its response waits behind this one, and would never be sent.
+  const connections = connectionsOf.get(server);
+  if (connections !== undefined) {
+    const closing = new WeakSet<Socket>();
+    for (const socket of connections.open as Set<Connection>) {
+      const current = socket._httpMessage;
+      if (current && !current.headersSent && socket.parser?.incoming === current.req) {
+        current.setHeader('Connection', 'close');
+        closing.add(socket);
+      }
+    }
+    connections.closing = closing;
   }
   return new Promise((resolve) => {
     const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
+import { pathOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -37,8 +38,14 @@ function failedRequestIsHead(error: ClientError): boolean {
 /** A response as node:http keeps it: `_hasBody` is false for a HEAD (set from the method it arrived with). */
 type OwnResponse = http.ServerResponse & { _hasBody?: boolean };
 
-/** A connection as node:http keeps it: the response it is writing now, if any. */
-export type Connection = Socket & { _httpMessage?: OwnResponse | null };
+/**
+ * A connection as node:http keeps it: the response it is writing now, if any, and its parser,
+ * whose `incoming` is the last request whose headers it read.
+ */
+export type Connection = Socket & {
+  _httpMessage?: OwnResponse | null;
+  parser?: { incoming?: http.IncomingMessage | null } | null;
+};
 
 /**
  * Calls `then` once the responses to the requests before the failed one are written. node:http
@@ -100,9 +107,7 @@ function answerClientError(
 
 /** The method and path (never the query) of a request whose headers arrived, as its log line has them. */
 function requestLineOf(req: http.IncomingMessage): { method: string; path: string } {
-  const url = req.url ?? '';
-  const query = url.indexOf('?');
-  return { method: req.method ?? '', path: query === -1 ? url : url.slice(0, query) };
+  return { method: req.method ?? '', path: pathOf(req.url ?? '') };
 }
 
 /**
@@ -122,9 +127,13 @@ export function createClientErrorHandler(
     }
     if (answered.has(socket)) return;
     answered.add(socket);
-    afterEarlierResponses(socket, (failedOwn) => {
-      // Its own response begun, an answer would corrupt it: the connection can only be cut.
-      if (!socket.writable || failedOwn?.headersSent === true) {
+    afterEarlierResponses(socket as Connection, (failedOwn) => {
+      // Its own response begun, an answer would corrupt it; or the app has answered the request
+      // already, before its body came whole (a 404, a 401), and a second answer would be one to no
+      // request: the connection can only be cut.
+      const answeredEarly =
+        failedOwn === undefined && (socket as Connection).parser?.incoming?.complete === false;
+      if (!socket.writable || failedOwn?.headersSent === true || answeredEarly) {
         socket.destroy();
         return;
       }

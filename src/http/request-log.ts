@@ -13,6 +13,12 @@ export function requestIdOf(res: ServerResponse): string {
   return (res as { locals?: Record<string, unknown> }).locals?.['requestId'] as string;
 }
 
+/** The path of a request target, without its query: what the request line logs, never the query. */
+export function pathOf(url: string): string {
+  const query = url.indexOf('?');
+  return query === -1 ? url : url.slice(0, query);
+}
+
 /** What is known of a request once its response is written. */
 export interface FinishedRequest {
   readonly method: string;
@@ -116,9 +122,7 @@ export function createRequestLog(
       typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
     // Kept now: the route gate serves HEAD as GET, and the log shows what the client sent.
     const method = req.method;
-    const url = req.url;
-    const query = url.indexOf('?');
-    const path = query === -1 ? url : url.slice(0, query);
+    const path = pathOf(req.url);
     res.locals['requestId'] = reqId;
     res.setHeader('X-Request-Id', reqId);
     res.once('finish', () => {

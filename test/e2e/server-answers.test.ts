@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { parseResponse, type ParsedResponse } from '../reliability/support/raw';
+import { responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
@@ -69,21 +69,6 @@ interface ConverseOptions {
   readonly maxMs?: number;
   /** The port to connect to: the shared server's by default. */
   readonly to?: number;
-}
-
-/** Every whole response in `data`, in order; fails on bytes that are not one. */
-function responsesIn(data: Buffer): ParsedResponse[] {
-  const responses: ParsedResponse[] = [];
-  let rest = data;
-  while (rest.length > 0) {
-    const parsed = parseResponse(rest, false);
-    if (typeof parsed !== 'object') {
-      throw new Error(`Not a whole response after ${responses.length}: ${String(parsed)}`);
-    }
-    responses.push(parsed);
-    rest = parsed.rest;
-  }
-  return responses;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -207,6 +192,19 @@ describe('an answer the server writes itself', () => {
   });
 });
 
+describe('a request the app answered before its body came whole', () => {
+  it('gets no second answer when its body does not arrive in time: the connection is closed', async () => {
+    const { data, closedByServer } = await converse(
+      'POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 40\r\n\r\n{"id"',
+      { maxMs: 6000 },
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([404]);
+    expect(closedByServer).toBe(true);
+  });
+});
+
 describe('the metrics', () => {
   it('count each answer the server writes itself, by status and cause', async () => {
     const series = 'http_server_answers_total{status="400",cause="HPE_INVALID_VERSION"}';
@@ -233,5 +231,6 @@ describe('the metrics', () => {
     expect(answer?.status).toBe(400);
     expect(JSON.parse(answer!.body.toString())).toEqual(UNPARSEABLE);
     expect(more).toEqual([]);
+    expect((await fetch(`${unmeasured.baseUrl}/metrics`)).status).toBe(404);
   });
 });

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { cleanupChildren } from '../support/server-process';
 import { responseProblems } from './support/contract';
 import { connect, createPlant, deletePlant, sleep, type Target } from './support/http';
-import { parseResponse, type ParsedResponse } from './support/raw';
+import { parseResponse, responsesIn, type ParsedResponse } from './support/raw';
 import { restartService, startService, type Service } from './support/service';
 
 /**
@@ -191,6 +191,45 @@ describe('graceful shutdown on SIGTERM', () => {
       [500, 501, 502, 503, 504, 505].map((id) => deletePlant(restarted.target, token, BigInt(id))),
     );
     expect(after.map((answer) => answer.status)).toEqual([404, 204, 204, 204, 204, 204]);
+  }, 30_000);
+
+  it('answers a request pipelined during the drain behind one in flight, and that one too', async () => {
+    const service = await startService();
+    const { target, token } = service;
+    expect((await createPlant(target, token, '{"id": 510, "name": "to delete"}')).status).toBe(200);
+    const body = '{"id": 511, "name": "in flight"}';
+    const socket = await connect(target);
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.on('close', resolve));
+    socket.write(
+      `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
+    );
+    // Let the server read its head, so it is in flight when the signal lands.
+    await sleep(200);
+
+    const exited = service.server.stop('SIGTERM');
+    await waitForOutput(service, 'stopping', 5000);
+    // The rest of its body, and a request pipelined behind it, in one write.
+    socket.write(
+      `${body.slice(10)}DELETE /plants/510 HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
+        `Authorization: Bearer ${token}\r\n\r\n`,
+    );
+    await closed;
+
+    const answers = responsesIn(Buffer.concat(chunks));
+    expect(answers.map((answer) => answer.status)).toEqual([200, 204]);
+    // The connection closes after the later one, which reached the app during the drain, not
+    // after the first, whose answer would then have been the last sent.
+    expect(answers[0]!.headers['connection']).not.toBe('close');
+    expect(answers[1]!.headers['connection']).toBe('close');
+    expect(await exited).toBe(0);
+    const restarted = await restartService(service);
+    const after = await Promise.all(
+      [510, 511].map((id) => deletePlant(restarted.target, token, BigInt(id))),
+    );
+    expect(after.map((answer) => answer.status)).toEqual([404, 204]);
   }, 30_000);
 
   it('is bounded by SHUTDOWN_TIMEOUT_MS: a request stalled forever is cut and the process still exits 0', async () => {

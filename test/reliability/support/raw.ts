@@ -128,3 +128,18 @@ export function rawExchange(
     socket.on('connect', () => socket.write(request));
   });
 }
+
+/** Every whole response in `data`, in order; fails on bytes that are not one. */
+export function responsesIn(data: Buffer): ParsedResponse[] {
+  const responses: ParsedResponse[] = [];
+  let rest = data;
+  while (rest.length > 0) {
+    const parsed = parseResponse(rest, false);
+    if (typeof parsed !== 'object') {
+      throw new Error(`Not a whole response after ${responses.length}: ${String(parsed)}`);
+    }
+    responses.push(parsed);
+    rest = parsed.rest;
+  }
+  return responses;
+}
