@@ -30,8 +30,8 @@ function toOriginForm(req: http.IncomingMessage): void {
  * once it has, the connections whose response in flight it told to close.
  */
 interface Connections {
-  readonly open: Set<Socket>;
-  closing: WeakSet<Socket> | undefined;
+  readonly open: Set<Connection>;
+  closing: WeakSet<Connection> | undefined;
 }
 
 const connectionsOf = new WeakMap<http.Server, Connections>();
@@ -43,7 +43,7 @@ const connectionsOf = new WeakMap<http.Server, Connections>();
  * ends after it and this request's answer could not be sent: it is left unprocessed and
  * unanswered, which tells its client to send it again (RFC 9112 section 9.3.2).
  */
-function servePipelinedAfterClose(socket: Connection, closing: WeakSet<Socket>): boolean {
+function servePipelinedAfterClose(socket: Connection, closing: WeakSet<Connection>): boolean {
   const current = socket._httpMessage;
   if (!current || current.headersSent) return false;
   current.removeHeader('Connection');
@@ -113,8 +113,8 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
   // read: its response waits behind this one, and would never be sent.
   const connections = connectionsOf.get(server);
   if (connections !== undefined) {
-    const closing = new WeakSet<Socket>();
-    for (const socket of connections.open as Set<Connection>) {
+    const closing = new WeakSet<Connection>();
+    for (const socket of connections.open) {
       const current = socket._httpMessage;
       if (current && !current.headersSent && socket.parser?.incoming === current.req) {
         current.setHeader('Connection', 'close');

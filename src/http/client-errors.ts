@@ -127,12 +127,13 @@ export function createClientErrorHandler(
     }
     if (answered.has(socket)) return;
     answered.add(socket);
-    afterEarlierResponses(socket as Connection, (failedOwn) => {
+    const connection: Connection = socket;
+    afterEarlierResponses(connection, (failedOwn) => {
       // Its own response begun, an answer would corrupt it; or the app has answered the request
       // already, before its body came whole (a 404, a 401), and a second answer would be one to no
       // request: the connection can only be cut.
       const answeredEarly =
-        failedOwn === undefined && (socket as Connection).parser?.incoming?.complete === false;
+        failedOwn === undefined && connection.parser?.incoming?.complete === false;
       if (!socket.writable || failedOwn?.headersSent === true || answeredEarly) {
         socket.destroy();
         return;

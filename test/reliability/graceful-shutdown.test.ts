@@ -16,9 +16,11 @@ afterEach(cleanupChildren);
 
 interface InFlight {
   readonly label: string;
-  /** Sends the rest of the request. */
-  finish(): void;
+  /** Sends the rest of the request, and `after` it in the same write (a pipelined request). */
+  finish(after?: string): void;
   readonly response: Promise<ParsedResponse | string>;
+  /** Every byte the connection received, once it has closed. */
+  readonly received: Promise<Buffer>;
   readonly socket: net.Socket;
 }
 
@@ -46,8 +48,11 @@ async function inFlight(
     socket.on('error', () => check(true));
     socket.on('close', () => check(true));
   });
+  const received = new Promise<Buffer>((resolve) =>
+    socket.on('close', () => resolve(Buffer.concat(chunks))),
+  );
   socket.write(first);
-  return { label, socket, response, finish: () => socket.write(rest) };
+  return { label, socket, response, received, finish: (after = '') => socket.write(rest + after) };
 }
 
 function slowCreate(
@@ -197,28 +202,18 @@ describe('graceful shutdown on SIGTERM', () => {
     const service = await startService();
     const { target, token } = service;
     expect((await createPlant(target, token, '{"id": 510, "name": "to delete"}')).status).toBe(200);
-    const body = '{"id": 511, "name": "in flight"}';
-    const socket = await connect(target);
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    const closed = new Promise((resolve) => socket.on('close', resolve));
-    socket.write(
-      `POST /plants HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 10)}`,
-    );
+    const create = await slowCreate(target, token, 511, false);
     // Let the server read its head, so it is in flight when the signal lands.
     await sleep(200);
 
     const exited = service.server.stop('SIGTERM');
     await waitForOutput(service, 'stopping', 5000);
     // The rest of its body, and a request pipelined behind it, in one write.
-    socket.write(
-      `${body.slice(10)}DELETE /plants/510 HTTP/1.1\r\nHost: 127.0.0.1\r\n` +
-        `Authorization: Bearer ${token}\r\n\r\n`,
+    create.finish(
+      `DELETE /plants/510 HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n\r\n`,
     );
-    await closed;
 
-    const answers = responsesIn(Buffer.concat(chunks));
+    const answers = responsesIn(await create.received);
     expect(answers.map((answer) => answer.status)).toEqual([200, 204]);
     // The connection closes after the later one, which reached the app during the drain, not
     // after the first, whose answer would then have been the last sent.
