@@ -21,10 +21,12 @@ import {
 } from './harness';
 import { ID_ORDERS, type IdOrder } from './ids';
 import {
+  cpuFamilyModel,
   diskInterruptCpus,
   fileSystemOf,
   hasTaskset,
   isTmpfs,
+  pageTableIsolation,
   pinSelf,
   type Pinning,
 } from './proc';
@@ -278,6 +280,7 @@ function machineLine(
   options: Options,
   postgres: string | undefined,
   diskInterrupts: readonly number[] | undefined,
+  isolation: string | undefined,
 ): string {
   const cpus = os.cpus();
   const kernel = (() => {
@@ -287,10 +290,11 @@ function machineLine(
       return os.release();
     }
   })();
+  const familyModel = cpuFamilyModel();
   return [
-    `${cpus.length} × ${cpus[0]?.model ?? 'CPU'}`,
+    `${cpus.length} × ${cpus[0]?.model ?? 'CPU'}${familyModel === undefined ? '' : ` (${familyModel})`}`,
     `${Math.round(os.totalmem() / 2 ** 30)} GiB`,
-    `Linux ${kernel}`,
+    `Linux ${kernel}${isolation === undefined ? '' : ` (${isolation})`}`,
     `Node ${process.version}`,
     ...(postgres === undefined ? [] : [postgres]),
     `SQLite files on ${isTmpfs(options.dataDir) ? 'tmpfs (fsync is free!)' : (fileSystemOf(options.dataDir) ?? 'disk')}`,
@@ -356,6 +360,14 @@ async function main(): Promise<number> {
     notes.push(
       `The interrupts of the SQLite files' disk land on the server's core (CPU ${pinning.serverCpu}), ` +
         'so under FULL each sync\'s completion is handled there (the record\'s "Durability").',
+    );
+  }
+  const isolation = pageTableIsolation();
+  if (isolation === 'PTI without PCID') {
+    notes.push(
+      'The kernel isolates its page tables (PTI) on a CPU without PCID: every entry into the ' +
+        'kernel (a system call, an interrupt) empties the TLB, so each costs more than elsewhere, ' +
+        'and SQLite FULL\'s syncs bring many of them (the record\'s "Durability").',
     );
   }
   const context: Context = {
@@ -463,7 +475,7 @@ async function main(): Promise<number> {
         `DELETE and mix runs start with enough prefilled rows for the run (3x the POST rate of the same store, at most bare node:http's, times the run; node:http's alone in runs under ${TRUSTED_POST_RATE_SECONDS} s); POST runs start empty except "rows before".`,
       );
     }
-    const machine = machineLine(options, postgres, diskInterrupts);
+    const machine = machineLine(options, postgres, diskInterrupts, isolation);
     const markdown = markdownReport({
       title: `Plant store benchmark${options.quick ? ' (quick smoke: not for comparing)' : ''}`,
       machine,

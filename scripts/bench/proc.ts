@@ -339,6 +339,53 @@ export function diskInterruptCpus(dir: string): number[] | undefined {
   }
 }
 
+/** The first processor's lines of /proc/cpuinfo, by field name; empty where there is none. */
+function cpuInfo(): Map<string, string> {
+  const fields = new Map<string, string>();
+  try {
+    const [first = ''] = fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n\n');
+    for (const line of first.split('\n')) {
+      const colon = line.indexOf(':');
+      if (colon > 0) fields.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim());
+    }
+  } catch {
+    // No /proc: the machine line says less.
+  }
+  return fields;
+}
+
+/**
+ * The x86 CPU's family and model ("family 26, model 2"), which tell apart hosts whose CPUs are all
+ * named alike ("AMD EPYC"). Undefined where /proc/cpuinfo does not give them.
+ */
+export function cpuFamilyModel(): string | undefined {
+  const fields = cpuInfo();
+  const family = fields.get('cpu family');
+  const model = fields.get('model');
+  return family === undefined || model === undefined
+    ? undefined
+    : `family ${family}, model ${model}`;
+}
+
+/**
+ * "PTI without PCID" (or "PTI with PCID") when the kernel isolates its page tables from user
+ * space's, its mitigation of Meltdown: then every entry into the kernel (a system call, an
+ * interrupt) changes page tables, and without the CPU's PCID each change empties the TLB, which
+ * the code that runs next refills. A request's system calls cost more there, and so do the
+ * wake-ups and interrupts of SQLite FULL's syncs (the record's "Durability"). Undefined when the kernel
+ * does not isolate them, or does not say.
+ */
+export function pageTableIsolation(): string | undefined {
+  try {
+    const meltdown = fs.readFileSync('/sys/devices/system/cpu/vulnerabilities/meltdown', 'utf8');
+    if (!/\bPTI\b/.test(meltdown)) return undefined;
+  } catch {
+    return undefined;
+  }
+  const flags = (cpuInfo().get('flags') ?? '').split(' ');
+  return flags.includes('pcid') ? 'PTI with PCID' : 'PTI without PCID';
+}
+
 /** Whether the ext4 file system on block device `majorMinor` (254:0) has a journal, if /sys tells. */
 function hasJournal(majorMinor: string): boolean | undefined {
   try {
