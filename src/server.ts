@@ -91,6 +91,11 @@ export function createHttpServer(
     },
     handle,
   );
+  // Every header line is read: node:http's default stops at 2,000 (its count of raw entries) and
+  // drops the lines after them unseen, so a Content-Encoding, a second Host or a second
+  // Authorization placed after a thousand filler lines would escape the checks above and the app's.
+  // The header bytes stay bounded by maxHeaderSize.
+  server.maxHeadersCount = 0;
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
   connectionsOf.set(server, connections);
   server.on('connection', (socket: Socket) => {

@@ -1,4 +1,4 @@
-import express, { type RequestHandler, type Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { HttpProblem } from './http-error';
 import { JsonSyntaxError, parseJson, type ParsedJson } from './lossless-json';
 import { routedOperation } from './route-gate';
@@ -36,16 +36,32 @@ function decodeUtf8(body: Buffer): string {
   }
 }
 
+/** Whether the request announced a body that node:http has not read in full yet. */
+function bodyStillComing(req: Request): boolean {
+  if (req.complete) return false;
+  const length = req.headers['content-length'];
+  return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
 /**
  * Reads the body of operations that take one, after authentication: transfer coding and media
  * type (415), then size (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired
- * surrogates, over-deep nesting).
+ * surrogates, over-deep nesting). An operation that takes none (DELETE) ignores a body sent with
+ * it, but runs only once that body has arrived whole: a body whose framing breaks is answered 400
+ * by the server (src/http/client-errors.ts), and that answer must not follow a deletion. The body
+ * is discarded as it comes, never held; REQUEST_TIMEOUT_MS bounds how long it may take.
  */
 export function createJsonBody({ limit }: { limit: number }): RequestHandler {
   const readRaw = express.raw({ type: () => true, limit, inflate: false });
   const tooLarge = `The request body is larger than ${limit} bytes.`;
   return (req, res, next) => {
-    if (routedOperation(res)?.hasRequestBody !== true) {
+    const operation = routedOperation(res);
+    if (operation?.hasRequestBody !== true) {
+      if (operation !== undefined && bodyStillComing(req)) {
+        req.once('end', () => next());
+        req.resume();
+        return;
+      }
       next();
       return;
     }

@@ -205,6 +205,84 @@ describe('a request the app answered before its body came whole', () => {
   });
 });
 
+describe('a DELETE sent with a body', () => {
+  const deletion = (id: number) =>
+    `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    'Transfer-Encoding: chunked\r\n\r\n';
+  const post = (id: number) =>
+    fetch(`${server.baseUrl}/plants`, {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ id, name: 'x' }),
+    });
+  /** Whether plant `id` is stored: creating it again conflicts. */
+  const stored = async (id: number) => (await post(id)).status === 409;
+
+  it.each([
+    ['in the same packet as its headers', [] as string[]],
+    ['after its headers', ['ZZ\r\n']],
+  ])(
+    'deletes nothing when the framing of the body breaks %s: the answer is the 400',
+    async (_, later) => {
+      const id = 7000 + later.length;
+      expect((await post(id)).status).toBe(200);
+
+      const { data, closedByServer } = await converse(
+        `${deletion(id)}${later.length === 0 ? 'ZZ\r\n' : ''}`,
+        { more: later, gapMs: 100 },
+      );
+
+      const [answer, ...more] = responsesIn(data);
+      expect(answer?.status).toBe(400);
+      expect(JSON.parse(answer!.body.toString())).toEqual(UNPARSEABLE);
+      expect(more).toEqual([]);
+      expect(closedByServer).toBe(true);
+      expect(await stored(id)).toBe(true);
+    },
+  );
+
+  it('answers, and deletes, only once the whole body has arrived, which it ignores', async () => {
+    expect((await post(7010)).status).toBe(200);
+    const socket = net.connect(port, '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+
+    socket.write(
+      `DELETE /plants/7010 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n',
+    );
+    await sleep(300);
+    expect(received).toEqual([]);
+    expect(await stored(7010)).toBe(true);
+    socket.write('0\r\n\r\n');
+    await closed;
+
+    expect(responsesIn(Buffer.concat(received)).map((answer) => answer.status)).toEqual([204]);
+    expect(await stored(7010)).toBe(false);
+  });
+});
+
+describe('header lines past the thousandth', () => {
+  const fillers = 'X-Filler: b\r\n'.repeat(1200);
+
+  it.each([
+    ['a Content-Encoding: 415', 'Content-Encoding: gzip\r\n', 415],
+    ['a second Host: 400', 'Host: elsewhere\r\n', 400],
+    ['a second Authorization: 400', 'Authorization: Bearer plnt_other\r\n', 400],
+  ])('are read like the first ones, %s', async (_, last, status) => {
+    const body = '{"id": 7020, "name": "x"}';
+    const { data } = await converse(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n${fillers}${last}` +
+        `Connection: close\r\n\r\n${body}`,
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([status]);
+  });
+});
+
 describe('the metrics', () => {
   it('count each answer the server writes itself, by status and cause', async () => {
     const series = 'http_server_answers_total{status="400",cause="HPE_INVALID_VERSION"}';
