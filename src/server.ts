@@ -2,7 +2,11 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
-import { createClientErrorHandler, type Connection } from './http/client-errors';
+import {
+  createClientErrorHandler,
+  createConnectHandler,
+  type Connection,
+} from './http/client-errors';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
 import type { Logger } from './logger';
@@ -97,6 +101,7 @@ export function createHttpServer(
   // The header bytes stay bounded by maxHeaderSize.
   server.maxHeadersCount = 0;
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
+  server.on('connect', createConnectHandler(logger, onServerAnswer));
   connectionsOf.set(server, connections);
   server.on('connection', (socket: Socket) => {
     connections.open.add(socket);

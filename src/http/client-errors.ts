@@ -1,13 +1,13 @@
 /**
  * The answers node:http's server writes itself, to requests it could not read whole (a malformed
- * request, headers too large, a time-out), before any reached the app: in the contract's Error
- * shape, after the responses to the requests before them on the connection.
+ * request, headers too large, a time-out), before any reached the app, and to CONNECT: in the
+ * contract's Error shape, after the responses to the requests before them on the connection.
  */
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
-import { pathOf } from './request-log';
+import { newRequestId, pathOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -66,6 +66,33 @@ function afterEarlierResponses(
   current.once('close', () => afterEarlierResponses(socket, then));
 }
 
+/** Writes an answer of the server's own in the contract's Error shape, and closes the connection. */
+function writeAnswer(
+  socket: Socket,
+  answer: {
+    readonly status: number;
+    readonly message: string;
+    readonly reqId: string;
+    /** A response to HEAD: no body. */
+    readonly head: boolean;
+    readonly headers?: string;
+  },
+): void {
+  const { status, reqId } = answer;
+  const body = JSON.stringify({ error: status, message: answer.message });
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
+      `X-Request-Id: ${reqId}\r\n` +
+      (answer.headers ?? '') +
+      'Content-Type: application/json; charset=utf-8\r\n' +
+      'X-Content-Type-Options: nosniff\r\n' +
+      'Cache-Control: no-store\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Connection: close\r\n\r\n' +
+      (answer.head ? '' : body),
+  );
+}
+
 /**
  * Answers a request Node could not read whole, in the contract's Error shape, and logs its request
  * line: the id, the status and Node's error code. When its headers arrived (its body stopped or
@@ -84,22 +111,12 @@ function answerClientError(
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? 408
         : 400;
-  const body = JSON.stringify({ error: status, message: STATUS_TEXT[status] });
   const ownId = failedOwn?.getHeader('X-Request-Id');
   const reqId = typeof ownId === 'string' ? ownId : randomUUID();
   // A response to HEAD has no body, even when the rest of the request could not be parsed: its
   // own response knows its method; without one, the failed bytes may say.
   const head = failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
-  socket.end(
-    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
-      `X-Request-Id: ${reqId}\r\n` +
-      'Content-Type: application/json; charset=utf-8\r\n' +
-      'X-Content-Type-Options: nosniff\r\n' +
-      'Cache-Control: no-store\r\n' +
-      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-      'Connection: close\r\n\r\n' +
-      (head ? '' : body),
-  );
+  writeAnswer(socket, { status, message: STATUS_TEXT[status] as string, reqId, head });
   const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
   logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
   return status;
@@ -140,6 +157,36 @@ export function createClientErrorHandler(
       }
       const status = answerClientError(error, socket, logger, failedOwn);
       onAnswer?.(status, error.code);
+    });
+  };
+}
+
+/**
+ * Handles node:http's connect event. The service tunnels nothing, so it answers every CONNECT
+ * request 405 (with an empty Allow: no method opens a tunnel here, RFC 9110 section 15.5.6), after
+ * the responses to the requests before it on the connection, and logs its request line with the
+ * cause `CONNECT`. Without a listener node:http would close the connection at once, unanswered,
+ * and with it the answers still due to those requests. node:http has stopped reading the
+ * connection by then, so it is closed after the answer.
+ */
+export function createConnectHandler(
+  logger: Logger,
+  onAnswer?: (status: number, cause: string | undefined) => void,
+): (req: http.IncomingMessage, socket: Socket) => void {
+  return (req, socket) => {
+    // node:http has handed the socket over with its own error listener removed.
+    socket.on('error', () => socket.destroy());
+    afterEarlierResponses(socket, () => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const status = 405;
+      const reqId = newRequestId(req.headers['x-request-id']);
+      const message = 'CONNECT is not allowed: this service is not a proxy.';
+      writeAnswer(socket, { status, message, reqId, head: false, headers: 'Allow: \r\n' });
+      logger.info({ reqId, req: requestLineOf(req), res: { status }, cause: 'CONNECT' }, 'request');
+      onAnswer?.(status, 'CONNECT');
     });
   };
 }

@@ -8,6 +8,11 @@ import { routedOperation } from './route-gate';
 /** An incoming id is kept only when it is short and plain, so it cannot forge log lines or headers. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+/** The id a request gets: the caller's `X-Request-Id` when it is well-formed, else a new UUID. */
+export function newRequestId(incoming: string | string[] | undefined): string {
+  return typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+}
+
 /** The request's id: the caller's well-formed `X-Request-Id`, or a new UUID. */
 export function requestIdOf(res: ServerResponse): string {
   return (res as { locals?: Record<string, unknown> }).locals?.['requestId'] as string;
@@ -117,9 +122,7 @@ export function createRequestLog(
   const writeLine = requestLineWriter(logger);
   return (req, res, next) => {
     const started = performance.now();
-    const incoming = req.headers['x-request-id'];
-    const reqId =
-      typeof incoming === 'string' && REQUEST_ID.test(incoming) ? incoming : randomUUID();
+    const reqId = newRequestId(req.headers['x-request-id']);
     // Kept now: the route gate serves HEAD as GET, and the log shows what the client sent.
     const method = req.method;
     const path = pathOf(req.url);

@@ -283,6 +283,42 @@ describe('header lines past the thousandth', () => {
   });
 });
 
+describe('a CONNECT request', () => {
+  it('is answered 405 with an empty Allow, logged, and its connection closed', async () => {
+    const { data, closedByServer } = await converse(
+      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nX-Request-Id: mine-connect\r\n\r\n',
+    );
+
+    const [answer, ...more] = responsesIn(data);
+    expect(answer?.status).toBe(405);
+    expect(answer!.headers['allow']).toBe('');
+    expect(answer!.headers['x-request-id']).toBe('mine-connect');
+    expect(JSON.parse(answer!.body.toString())).toEqual({
+      error: 405,
+      message: 'CONNECT is not allowed: this service is not a proxy.',
+    });
+    expect(more).toEqual([]);
+    expect(closedByServer).toBe(true);
+    expect(await requestLineOf(server, 'mine-connect')).toMatchObject({
+      req: { method: 'CONNECT', path: 'example.com:443' },
+      res: { status: 405 },
+      cause: 'CONNECT',
+    });
+  });
+
+  it('is answered after the requests pipelined before it, which are served', async () => {
+    const { data } = await converse(
+      `${createPlant(7030)}CONNECT /plants HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
+
+    const [created, refused, ...more] = responsesIn(data);
+    expect(created?.status).toBe(200);
+    expect(JSON.parse(created!.body.toString())).toEqual({ name: 'x' });
+    expect(refused?.status).toBe(405);
+    expect(more).toEqual([]);
+  });
+});
+
 describe('the metrics', () => {
   it('count each answer the server writes itself, by status and cause', async () => {
     const series = 'http_server_answers_total{status="400",cause="HPE_INVALID_VERSION"}';

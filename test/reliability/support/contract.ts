@@ -216,8 +216,9 @@ export function responseProblems(
   }
 
   if (!fromApp) {
-    // The HTTP server answered before the app saw the request (src/http/client-errors.ts).
-    if (!SERVER_LEVEL_STATUSES.has(status)) {
+    // The HTTP server answered before the app saw the request (src/http/client-errors.ts), or a
+    // CONNECT, which it answers 405 itself: no method opens a tunnel here.
+    if (!SERVER_LEVEL_STATUSES.has(status) && !(method === 'CONNECT' && status === 405)) {
       problems.push(`answered ${status} without the app's headers, so not from the app`);
     }
     return problems;
