@@ -28,6 +28,13 @@ const MESSAGES: Readonly<Record<number, string>> = {
   401: 'A valid bearer token is required in the Authorization header.',
 };
 
+/** The 400 or 401 of a failed authentication, with its challenge (`invalid_request` when none is given). */
+function refusal(code: number, challenge?: unknown): HttpProblem {
+  const header =
+    typeof challenge === 'string' ? challenge : `Bearer realm="${REALM}", error="invalid_request"`;
+  return new HttpProblem(code, MESSAGES[code] ?? MESSAGES[401]!, { 'WWW-Authenticate': header });
+}
+
 /** Authenticates every secured operation with a bearer token from the Authorization header only. */
 export function createBearerAuth(
   verify: (secret: string) => Promise<Principal | undefined>,
@@ -43,6 +50,12 @@ export function createBearerAuth(
       next();
       return;
     }
+    // node:http joins two Authorization lines with a comma (server.ts), which no token has: two
+    // lines, whichever of them is empty, are a malformed header (400), not a wrong token (401).
+    if (req.headers.authorization?.includes(',') === true) {
+      next(refusal(400));
+      return;
+    }
     const authenticate = passport.authenticate(
       'bearer',
       { session: false },
@@ -52,14 +65,7 @@ export function createBearerAuth(
           req.user = principal;
           return next();
         }
-        const code = status ?? 401;
-        const header =
-          typeof challenge === 'string'
-            ? challenge
-            : `Bearer realm="${REALM}", error="invalid_request"`;
-        next(
-          new HttpProblem(code, MESSAGES[code] ?? MESSAGES[401]!, { 'WWW-Authenticate': header }),
-        );
+        next(refusal(status ?? 401, challenge));
       },
     ) as RequestHandler;
     authenticate(req, res, next);

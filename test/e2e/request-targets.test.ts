@@ -192,20 +192,32 @@ describe('request targets and framing', () => {
     expect(errorOf(await post('/plants', '{"id": 7, "name": "once"}')).status).toBe(200);
   });
 
-  it('answers 400 to two Authorization lines, even when one holds a valid token', async () => {
-    const twice = await send(
-      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nAuthorization: Bearer plnt_other\r\nContent-Type: application/json`,
-      '{"id": 8, "name": "twice"}',
-    );
-    expect(errorOf(twice)).toEqual({
-      status: 400,
-      body: {
-        error: 400,
-        message: 'The Authorization header is malformed: send "Authorization: Bearer <token>".',
-      },
-    });
-    expect(errorOf(await post('/plants', '{"id": 8, "name": "once"}')).status).toBe(200);
-  });
+  it.each([
+    ['a second token', `Bearer plnt_other`, 8],
+    ['an empty second line', '', 9],
+  ])(
+    'answers 400 to two Authorization lines, even when one holds a valid token: %s',
+    async (_, second, id) => {
+      const malformed = {
+        status: 400,
+        body: {
+          error: 400,
+          message: 'The Authorization header is malformed: send "Authorization: Bearer <token>".',
+        },
+      };
+      for (const [first, last] of [
+        [`Bearer ${token}`, second],
+        [second, `Bearer ${token}`],
+      ]) {
+        const twice = await send(
+          `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: ${first}\r\nAuthorization: ${last}\r\nContent-Type: application/json`,
+          `{"id": ${id}, "name": "twice"}`,
+        );
+        expect(errorOf(twice)).toEqual(malformed);
+      }
+      expect(errorOf(await post('/plants', `{"id": ${id}, "name": "once"}`)).status).toBe(200);
+    },
+  );
 
   it('answers 415 to a body with a transfer coding other than chunked, and stores nothing', async () => {
     const chunkedPost = (codings: string, json: string) =>
