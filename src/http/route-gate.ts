@@ -40,11 +40,15 @@ export function markUnparseableTarget(req: IncomingMessage): void {
 const HOST = /^(?:\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)(?::[0-9]*)?$/;
 
 /**
- * Throws a 400 for a request no route can answer (RFC 9112 section 3.2): HTTP/1.1 without Host,
- * more than one Host or one that is not a host, a #fragment in the target, or a target that is
- * neither a path nor a URL.
+ * Throws a 400 for a request no route can answer (RFC 9112 section 3.2): an HTTP version other
+ * than 1.x, HTTP/1.1 without Host, more than one Host or one that is not a host, a #fragment in
+ * the target, or a target that is neither a path nor a URL.
  */
 export function checkRequestTarget(req: Request): void {
+  // node:http also takes `HTTP/2.0` and the version-less request line of HTTP/0.9.
+  if (req.httpVersionMajor !== 1) {
+    throw new HttpProblem(400, 'The request must be HTTP/1.1 or HTTP/1.0.');
+  }
   const host = req.headers.host;
   if (host === undefined) {
     if (req.httpVersion === '1.1')

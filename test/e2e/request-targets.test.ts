@@ -155,6 +155,25 @@ describe('request targets and framing', () => {
     });
   });
 
+  it('answers 400 to a request of another HTTP version that node:http takes, HTTP/2.0 or HTTP/0.9', async () => {
+    const otherVersion = {
+      status: 400,
+      body: { error: 400, message: 'The request must be HTTP/1.1 or HTTP/1.0.' },
+    };
+    expect(errorOf(await send('GET /healthz HTTP/2.0\r\nHost: x'))).toEqual(otherVersion);
+    expect(errorOf(await send('GET /healthz HTTP/0.9'))).toEqual(otherVersion);
+    expect(errorOf(await send('GET /healthz'))).toEqual(otherVersion);
+    expect(
+      errorOf(
+        await send(
+          `POST /plants HTTP/2.0\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json`,
+          '{"id": 12, "name": "two"}',
+        ),
+      ),
+    ).toEqual(otherVersion);
+    expect(errorOf(await post('/plants', '{"id": 12, "name": "one"}')).status).toBe(200);
+  });
+
   it('answers an HTTP/1.1 request without Host with the Error body', async () => {
     expect(errorOf(await send('GET /healthz HTTP/1.1'))).toEqual({
       status: 400,

@@ -5,7 +5,7 @@ import { FUZZ_IDS, fuzzRequest, latin1, rawRequest, type FuzzRequest } from './s
 import {
   answeredByApp,
   documentedFor,
-  refusedHost,
+  refusedRequestLevel,
   responseProblems,
   routedPathname,
   UNLISTED_ENDPOINTS,
@@ -369,8 +369,10 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           outcomes.answered++;
           tally(outcome.response.status);
           const text = raw.bytes.toString('latin1');
-          const badHost = refusedHost(text.split('\r\n\r\n', 1)[0]!);
-          problems.push(...responseProblems(raw.method, raw.target, outcome.response, { badHost }));
+          const refusedBeforeRouting = refusedRequestLevel(text.split('\r\n\r\n', 1)[0]!);
+          problems.push(
+            ...responseProblems(raw.method, raw.target, outcome.response, { refusedBeforeRouting }),
+          );
           const rest = outcome.response.rest.toString('latin1');
           if (/(^|\r\n)HTTP\/1\.[01] 5\d\d /.test(rest)) {
             problems.push('a later response on the connection is a 5xx');

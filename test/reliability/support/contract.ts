@@ -110,11 +110,14 @@ export function routedPathname(target: string): string {
 const HOST_VALUE = /^(\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)(:[0-9]*)?$/;
 
 /**
- * Whether a raw request's Host is one RFC 9112 section 3.2 has the server refuse with 400: none in
- * an HTTP/1.1 request, more than one line, or a value that is not a host (and perhaps a port).
+ * Whether the app refuses a raw request with 400 before routing it, for its request line or its
+ * Host (route-gate.ts, checkRequestTarget): an HTTP version other than 1.x that node:http still
+ * takes (`HTTP/2.0`, `HTTP/0.9`, or none, which is HTTP/0.9), no Host in an HTTP/1.1 request, more
+ * than one Host line, or a value that is not a host (and perhaps a port) (RFC 9112 section 3.2).
  */
-export function refusedHost(head: string): boolean {
+export function refusedRequestLevel(head: string): boolean {
   const [requestLine = '', ...lines] = head.split('\r\n');
+  if (!/ HTTP\/1\.\d$/.test(requestLine)) return true;
   const hosts = lines.filter((line) => /^host[ \t]*:/i.test(line));
   if (hosts.length === 0) return / HTTP\/1\.1$/.test(requestLine);
   return hosts.length > 1 || !HOST_VALUE.test(hosts[0]!.replace(/^[^:]*:/, '').trim());
@@ -173,8 +176,8 @@ export function responseProblems(
   answer: Answer,
   {
     expected5xx = [],
-    badHost = false,
-  }: { expected5xx?: readonly number[]; badHost?: boolean } = {},
+    refusedBeforeRouting = false,
+  }: { expected5xx?: readonly number[]; refusedBeforeRouting?: boolean } = {},
 ): string[] {
   const problems: string[] = [];
   const { status, headers } = answer;
@@ -223,12 +226,13 @@ export function responseProblems(
     }
     return problems;
   }
-  // Malformed at the request level, before any route: an HTTP/1.1 request without Host, two Host
-  // lines or one that holds no host (RFC 9112 section 3.2), a target with a fragment (no request
-  // target may carry one), or one that is neither a path nor a URL. The app answers 400 first.
-  if (badHost || target.includes('#') || unparseableTarget(target)) {
+  // Malformed at the request level, before any route: an HTTP version other than 1.x, an HTTP/1.1
+  // request without Host, two Host lines or one that holds no host (RFC 9112 section 3.2), a target
+  // with a fragment (no request target may carry one), or one that is neither a path nor a URL. The
+  // app answers 400 first.
+  if (refusedBeforeRouting || target.includes('#') || unparseableTarget(target)) {
     if (status !== 400)
-      problems.push(`a malformed request target or Host answered ${status}, not 400`);
+      problems.push(`a malformed request line, target or Host answered ${status}, not 400`);
     return problems;
   }
   if (ALWAYS_DOCUMENTED.has(status)) return problems;
