@@ -2,6 +2,7 @@ import express, { type Express, type RequestHandler } from 'express';
 import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
+import { HttpProblem } from './http/http-error';
 import { createJsonBody } from './http/json-body';
 import { presetMessageFields } from './http/message-shape';
 import type { OpenApiDocument } from './http/openapi-document';
@@ -40,11 +41,16 @@ export interface AppDeps {
   readonly limits: RateLimits;
 }
 
-/** GET (and HEAD) /metrics: outside the contract, for Prometheus on the same network. */
+/** GET (and HEAD) /metrics: outside the contract, for Prometheus on the same network; 405 to other methods. */
 function metricsEndpoint(handler: RequestHandler): RequestHandler {
   return (req, res, next) => {
-    if (req.path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) return next();
+    if (req.path !== '/metrics') return next();
     checkRequestTarget(req);
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      throw new HttpProblem(405, `${req.method} is not allowed on /metrics; allowed: GET, HEAD.`, {
+        Allow: 'GET, HEAD',
+      });
+    }
     return handler(req, res, next);
   };
 }

@@ -249,9 +249,21 @@ describe('GET /metrics', () => {
     expect(fresh.status).toBe(200);
   });
 
+  it('answers other methods 405 with Allow: GET, HEAD', async () => {
+    t = await buildTestApp({ metrics: createMetrics() });
+    for (const res of [
+      await request(t.app).post('/metrics').send('x'),
+      await request(t.app).delete('/metrics'),
+    ]) {
+      expectError(res, 405, /is not allowed on \/metrics; allowed: GET, HEAD\.$/);
+      expect(res.headers['allow']).toBe('GET, HEAD');
+    }
+  });
+
   it('is absent (404) when metrics are turned off', async () => {
     t = await buildTestApp();
     expectError(await request(t.app).get('/metrics'), 404);
+    expectError(await request(t.app).post('/metrics'), 404);
   });
 });
 

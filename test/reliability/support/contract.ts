@@ -131,6 +131,10 @@ function unparseableTarget(target: string): boolean {
 /** What the contract documents for this method and request target. */
 export function documentedFor(method: string, target: string): Documented {
   const pathname = routedPathname(target);
+  // The Prometheus endpoint, outside the contract (UNLISTED_ENDPOINTS), refuses other methods too.
+  if (pathname === '/metrics' && method !== 'GET' && method !== 'HEAD') {
+    return { kind: 'unknown-method', template: '/metrics', allow: ['GET', 'HEAD'] };
+  }
   const route = routes.find((candidate) => candidate.pattern.test(pathname));
   if (route === undefined) return { kind: 'unknown-path' };
   const effective = method === 'HEAD' && !route.operations.has('HEAD') ? 'GET' : method;
