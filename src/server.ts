@@ -101,7 +101,7 @@ export function createHttpServer(
   // The header bytes stay bounded by maxHeaderSize.
   server.maxHeadersCount = 0;
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
-  server.on('connect', createConnectHandler(logger, onServerAnswer));
+  server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   connectionsOf.set(server, connections);
   server.on('connection', (socket: Socket) => {
     connections.open.add(socket);
@@ -134,7 +134,12 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
     connections.closing = closing;
   }
   return new Promise((resolve) => {
-    const deadline = setTimeout(() => server.closeAllConnections(), deadlineMs);
+    // node:http closes the connections it still reads; a CONNECT's (client-errors.ts) is no longer
+    // one of them.
+    const deadline = setTimeout(() => {
+      server.closeAllConnections();
+      for (const socket of connections?.open ?? []) socket.destroy();
+    }, deadlineMs);
     // A keep-alive connection whose last request just finished is closed at once, not after its time-out.
     const sweep = setInterval(() => server.closeIdleConnections(), 50);
     deadline.unref();

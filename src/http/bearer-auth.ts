@@ -35,6 +35,15 @@ function refusal(code: number, challenge?: unknown): HttpProblem {
   return new HttpProblem(code, MESSAGES[code] ?? MESSAGES[401]!, { 'WWW-Authenticate': header });
 }
 
+/** How many Authorization lines the request had, before node:http joined them. */
+function authorizationLines(req: Request): number {
+  let lines = 0;
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    if (req.rawHeaders[i]!.toLowerCase() === 'authorization') lines++;
+  }
+  return lines;
+}
+
 /** Authenticates every secured operation with a bearer token from the Authorization header only. */
 export function createBearerAuth(
   verify: (secret: string) => Promise<Principal | undefined>,
@@ -50,9 +59,9 @@ export function createBearerAuth(
       next();
       return;
     }
-    // node:http joins two Authorization lines with a comma (server.ts), which no token has: two
-    // lines, whichever of them is empty, are a malformed header (400), not a wrong token (401).
-    if (req.headers.authorization?.includes(',') === true) {
+    // node:http joins two Authorization lines with a comma (server.ts): two lines, whichever of
+    // them is empty, are a malformed header (400), not a wrong token (401).
+    if (req.headers.authorization?.includes(',') === true && authorizationLines(req) > 1) {
       next(refusal(400));
       return;
     }

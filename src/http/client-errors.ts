@@ -163,19 +163,24 @@ export function createClientErrorHandler(
 
 /**
  * Handles node:http's connect event. The service tunnels nothing, so it answers every CONNECT
- * request 405 (with an empty Allow: no method opens a tunnel here, RFC 9110 section 15.5.6), after
+ * request 405 with an empty Allow (no method opens a tunnel here, RFC 9110 section 10.2.1), after
  * the responses to the requests before it on the connection, and logs its request line with the
  * cause `CONNECT`. Without a listener node:http would close the connection at once, unanswered,
  * and with it the answers still due to those requests. node:http has stopped reading the
- * connection by then, so it is closed after the answer.
+ * connection and timing it out by then: what the client sends after its request is dropped, and
+ * the connection, closed from this side after the answer, closes once the client closes its side,
+ * or is destroyed after `idleTimeoutMs` without traffic (KEEP_ALIVE_TIMEOUT_MS).
  */
 export function createConnectHandler(
   logger: Logger,
+  idleTimeoutMs: number,
   onAnswer?: (status: number, cause: string | undefined) => void,
 ): (req: http.IncomingMessage, socket: Socket) => void {
   return (req, socket) => {
-    // node:http has handed the socket over with its own error listener removed.
+    // node:http has handed the socket over with its own listeners removed.
     socket.on('error', () => socket.destroy());
+    socket.setTimeout(idleTimeoutMs, () => socket.destroy());
+    socket.resume();
     afterEarlierResponses(socket, () => {
       if (!socket.writable) {
         socket.destroy();

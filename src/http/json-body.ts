@@ -36,9 +36,8 @@ function decodeUtf8(body: Buffer): string {
   }
 }
 
-/** Whether the request announced a body that node:http has not read in full yet. */
-function bodyStillComing(req: Request): boolean {
-  if (req.complete) return false;
+/** Whether the request announces a body: chunked, or a Content-Length other than 0. */
+function announcesBody(req: Request): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
@@ -46,10 +45,11 @@ function bodyStillComing(req: Request): boolean {
 /**
  * Reads the body of operations that take one, after authentication: transfer coding and media
  * type (415), then size (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired
- * surrogates, over-deep nesting). An operation that takes none (DELETE) ignores a body sent with
- * it, but runs only once that body has arrived whole: a body whose framing breaks is answered 400
- * by the server (src/http/client-errors.ts), and that answer must not follow a deletion. The body
- * is discarded as it comes, never held; REQUEST_TIMEOUT_MS bounds how long it may take.
+ * surrogates, over-deep nesting). An operation that takes none (DELETE, GET, HEAD) ignores a body
+ * sent with it, but runs only once that body has arrived whole: a body whose framing breaks is
+ * answered 400 by the server (src/http/client-errors.ts), and that answer must not follow a
+ * deletion. The body is discarded as it comes, never held, and REQUEST_TIMEOUT_MS bounds how long
+ * it may take: a body announced and never sent gets the server's 408.
  */
 export function createJsonBody({ limit }: { limit: number }): RequestHandler {
   const readRaw = express.raw({ type: () => true, limit, inflate: false });
@@ -57,7 +57,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
   return (req, res, next) => {
     const operation = routedOperation(res);
     if (operation?.hasRequestBody !== true) {
-      if (operation !== undefined && bodyStillComing(req)) {
+      if (operation !== undefined && !req.complete && announcesBody(req)) {
         req.once('end', () => next());
         req.resume();
         return;
@@ -74,10 +74,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
     if (chunked && transferCoding.trim().toLowerCase() !== 'chunked') {
       throw new HttpProblem(415, 'The request body must not have a transfer coding but chunked.');
     }
-    checkMediaType(
-      req.headers['content-type'],
-      chunked || (length !== undefined && length !== '0'),
-    );
+    checkMediaType(req.headers['content-type'], announcesBody(req));
     const encoding = req.headers['content-encoding']?.trim().toLowerCase();
     if (encoding !== undefined && encoding !== 'identity') {
       throw new HttpProblem(415, 'The request body must not have a Content-Encoding.');

@@ -42,7 +42,8 @@ const HOST = /^(?:\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)
 /**
  * Throws a 400 for a request no route can answer (RFC 9112 section 3.2): an HTTP version other
  * than 1.x, HTTP/1.1 without Host, more than one Host or one that is not a host, a #fragment in
- * the target, or a target that is neither a path nor a URL.
+ * the target, or a target that is neither a path nor a URL. A CORS preflight, answered before
+ * routing (corsFor), is not checked.
  */
 export function checkRequestTarget(req: Request): void {
   // node:http also takes `HTTP/2.0` and the version-less request line of HTTP/0.9.

@@ -238,6 +238,16 @@ describe('request targets and framing', () => {
     },
   );
 
+  it('answers 401, not 400, to one Authorization line with a comma, which is no bearer token', async () => {
+    for (const header of ['Basic a,b', 'Bearer plnt_a,b']) {
+      const res = await send(
+        `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: ${header}\r\nContent-Type: application/json`,
+        '{"id": 13, "name": "comma"}',
+      );
+      expect(errorOf(res).status).toBe(401);
+    }
+  });
+
   it('answers 415 to a body with a transfer coding other than chunked, and stores nothing', async () => {
     const chunkedPost = (codings: string, json: string) =>
       rawExchange(

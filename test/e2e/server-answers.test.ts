@@ -306,6 +306,26 @@ describe('a CONNECT request', () => {
     });
   });
 
+  it('does not hold up a shutdown when its client leaves the connection half open', async () => {
+    const { server: draining } = await startWithToken({
+      env: { SHUTDOWN_TIMEOUT_MS: '1000', KEEP_ALIVE_TIMEOUT_MS: '60000' },
+    });
+    const socket = net.connect({
+      port: Number(new URL(draining.baseUrl).port),
+      host: '127.0.0.1',
+      allowHalfOpen: true,
+    });
+    socket.on('error', () => undefined);
+    const answered = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+    socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    expect(responsesIn(await answered).map((answer) => answer.status)).toEqual([405]);
+
+    const stopping = performance.now();
+    expect(await draining.stop()).toBe(0);
+    expect(performance.now() - stopping).toBeLessThan(4000);
+    socket.destroy();
+  });
+
   it('is answered after the requests pipelined before it, which are served', async () => {
     const { data } = await converse(
       `${createPlant(7030)}CONNECT /plants HTTP/1.1\r\nHost: x\r\n\r\n`,
