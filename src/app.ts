@@ -2,7 +2,6 @@ import express, { type Express, type RequestHandler } from 'express';
 import { createBearerAuth } from './http/bearer-auth';
 import { createDocsHandlers } from './http/docs-handlers';
 import { createErrorHandler } from './http/error-handler';
-import { HttpProblem } from './http/http-error';
 import { createJsonBody } from './http/json-body';
 import { presetMessageFields } from './http/message-shape';
 import type { OpenApiDocument } from './http/openapi-document';
@@ -17,7 +16,7 @@ import {
   type RateLimits,
 } from './http/protections';
 import { createRequestLog } from './http/request-log';
-import { checkRequestTarget, createRouteGate } from './http/route-gate';
+import { checkRequestTarget, createRouteGate, methodNotAllowed } from './http/route-gate';
 import { createValidator } from './http/validator';
 import { createServiceHandlers, type Readiness } from './http/service-handlers';
 import type { Logger } from './logger';
@@ -47,9 +46,7 @@ function metricsEndpoint(handler: RequestHandler): RequestHandler {
     if (req.path !== '/metrics') return next();
     checkRequestTarget(req);
     if (req.method !== 'GET' && req.method !== 'HEAD') {
-      throw new HttpProblem(405, `${req.method} is not allowed on /metrics; allowed: GET, HEAD.`, {
-        Allow: 'GET, HEAD',
-      });
+      throw methodNotAllowed(req.method, '/metrics', 'GET, HEAD');
     }
     return handler(req, res, next);
   };

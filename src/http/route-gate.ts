@@ -70,6 +70,13 @@ export function checkRequestTarget(req: Request): void {
   }
 }
 
+/** The 405 to `method` on the resource at `template`, with the methods it allows. */
+export function methodNotAllowed(method: string, template: string, allow: string): HttpProblem {
+  return new HttpProblem(405, `${method} is not allowed on ${template}; allowed: ${allow}.`, {
+    Allow: allow,
+  });
+}
+
 function allowedMethods(route: RouteInfo): string {
   const methods = [...route.operations.keys()];
   if (methods.includes('GET') && !methods.includes('HEAD')) methods.push('HEAD');
@@ -102,16 +109,8 @@ export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
       req.method = 'GET';
     }
     const operation = route.operations.get(req.method);
-    if (operation === undefined) {
-      const allow = allowedMethods(route);
-      throw new HttpProblem(
-        405,
-        `${req.method} is not allowed on ${route.template}; allowed: ${allow}.`,
-        {
-          Allow: allow,
-        },
-      );
-    }
+    if (operation === undefined)
+      throw methodNotAllowed(req.method, route.template, allowedMethods(route));
     res.locals['operation'] = operation;
     if (route.parameters.length > 0) {
       const parameters: Record<string, string> = {};
