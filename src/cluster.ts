@@ -32,7 +32,6 @@ export function supervise(
   const fork = () => {
     if (!stopping) cluster.fork();
   };
-  for (let i = 0; i < workers; i++) fork();
   cluster.on('listening', (worker, address) => {
     listened.add(worker.id);
     failedStarts = 0;
@@ -78,5 +77,7 @@ export function supervise(
       logger.info({ signal }, 'stopping workers');
       stopAll(0);
     });
+    // Forked only now: a stop signal while they start stops those already forked, and no more.
+    for (let i = 0; i < workers; i++) fork();
   });
 }

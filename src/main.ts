@@ -29,8 +29,19 @@ function urlOf(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
+/**
+ * Calls `stop` on the first stop signal, and keeps taking the later ones without effect: a process
+ * that is draining must not die of a second SIGTERM, as a worker would when a supervisor signals
+ * the whole process group (systemd's default) and the primary then signals its workers again.
+ */
 function onStopSignal(stop: (signal: string) => void): void {
-  for (const signal of STOP_SIGNALS) process.once(signal, stop);
+  let stopping = false;
+  const first = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    stop(signal);
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, first);
   if (cluster.isWorker) process.on('SIGINT', () => undefined);
 }
 

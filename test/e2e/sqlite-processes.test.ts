@@ -60,6 +60,45 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     expect(deleted.map((res) => res.status)).toEqual(Array(40).fill(204));
   });
 
+  it('with WORKERS=2, answers a request in flight when the whole process group gets SIGTERM', async () => {
+    const { server, token } = await startWithToken({
+      sqlitePath: tempSqlitePath(),
+      env: { WORKERS: '2' },
+    });
+    const workerPids = () => [
+      ...new Set(
+        [...server.stdout().matchAll(/"pid":(\d+)[^\n]*"message":"worker listening"/g)].map(
+          (match) => Number(match[1]),
+        ),
+      ),
+    ];
+    for (const deadline = Date.now() + 10_000; workerPids().length < 2 && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    const body = '{"id": 77, "name": "in flight"}';
+    const socket = net.connect(Number(new URL(server.baseUrl).port), '127.0.0.1');
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+
+    // As a supervisor signalling the group does: every worker, then the primary, which signals its
+    // workers again.
+    for (const pid of workerPids()) process.kill(pid, 'SIGTERM');
+    const stopped = server.stop('SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    socket.write(body.slice(5));
+    await closed;
+
+    expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 200 /);
+    expect(await stopped).toBe(0);
+  });
+
   it('exits 1 with WORKERS=2 when the workers cannot listen, instead of replacing them forever', async () => {
     const taken = net.createServer();
     await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
