@@ -94,7 +94,12 @@ async function main(): Promise<number> {
       process.stderr.write(`${error.message}\n${USAGE}\n`);
       return 2;
     }
-    throw error;
+    // The store could not be reached or failed (DATABASE_URL down, a file that cannot be opened):
+    // one line that says so, not a stack.
+    process.stderr.write(
+      `The token store failed: ${error instanceof Error ? error.message : String(error)}\n`,
+    );
+    return 1;
   }
 }
 

@@ -196,6 +196,18 @@ describe('token revoke', () => {
   });
 });
 
+describe('a token store that cannot be reached', () => {
+  it('exits 1 with one line that says so, not a stack', async () => {
+    const result = await runTokenCli(['list'], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:1/test',
+    });
+
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toMatch(/^The token store failed: .*ECONNREFUSED.*\n$/);
+  });
+});
+
 describe('bad usage of the token CLI', () => {
   it.each([
     ['no command', []],
