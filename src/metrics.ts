@@ -68,7 +68,7 @@ export function createMetrics(): Metrics {
   });
   const serverAnswers = new Counter({
     name: 'http_server_answers_total',
-    help: "Answers the HTTP server wrote itself (400, 408, 431) to requests it could not read whole, by status and Node's error code.",
+    help: "Answers the HTTP server wrote itself (400, 408, 431) to requests it could not read whole, and 405 to CONNECT, by status and Node's error code (or CONNECT).",
     labelNames: ['status', 'cause'] as const,
     registers: [registry],
   });
@@ -106,7 +106,7 @@ export function createMetrics(): Metrics {
       histogram.observe(seconds);
     },
     recordServerAnswer(status, cause) {
-      // Bounded: Node's parser error codes and its request time-out.
+      // Bounded: Node's parser error codes, its request time-out and CONNECT.
       serverAnswers.inc({ status: String(status), cause: cause ?? 'unknown' });
     },
     async handler(_req, res) {

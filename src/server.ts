@@ -6,6 +6,7 @@ import {
   createClientErrorHandler,
   createConnectHandler,
   type Connection,
+  type ServerAnswerListener,
 } from './http/client-errors';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
@@ -66,7 +67,7 @@ export function createHttpServer(
   app: Express,
   config: HttpServerConfig,
   logger: Logger,
-  onServerAnswer?: (status: number, cause: string | undefined) => void,
+  onServerAnswer?: ServerAnswerListener,
 ): http.Server {
   const connections: Connections = { open: new Set(), closing: undefined };
   const handle: http.RequestListener = (req, res) => {

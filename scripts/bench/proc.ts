@@ -339,9 +339,13 @@ export function diskInterruptCpus(dir: string): number[] | undefined {
   }
 }
 
-/** The first processor's lines of /proc/cpuinfo, by field name; empty where there is none. */
+let cpuInfoFields: Map<string, string> | undefined;
+
+/** The first processor's lines of /proc/cpuinfo, by field name (read once); empty where there is none. */
 function cpuInfo(): Map<string, string> {
+  if (cpuInfoFields !== undefined) return cpuInfoFields;
   const fields = new Map<string, string>();
+  cpuInfoFields = fields;
   try {
     const [first = ''] = fs.readFileSync('/proc/cpuinfo', 'utf8').split('\n\n');
     for (const line of first.split('\n')) {

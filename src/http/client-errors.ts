@@ -15,6 +15,9 @@ const STATUS_TEXT: Readonly<Record<number, string>> = {
   431: 'The request headers are too large.',
 };
 
+/** Hears of each answer the server writes itself: its status, and Node's error code or `CONNECT`. */
+export type ServerAnswerListener = (status: number, cause: string | undefined) => void;
+
 /** What node:http reports of a request it could not parse: the chunk, and where in it parsing failed. */
 type ClientError = NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number };
 
@@ -134,7 +137,7 @@ function requestLineOf(req: http.IncomingMessage): { method: string; path: strin
  */
 export function createClientErrorHandler(
   logger: Logger,
-  onAnswer?: (status: number, cause: string | undefined) => void,
+  onAnswer?: ServerAnswerListener,
 ): (error: ClientError, socket: Socket) => void {
   const answered = new WeakSet<Socket>();
   return (error, socket) => {
@@ -174,7 +177,7 @@ export function createClientErrorHandler(
 export function createConnectHandler(
   logger: Logger,
   idleTimeoutMs: number,
-  onAnswer?: (status: number, cause: string | undefined) => void,
+  onAnswer?: ServerAnswerListener,
 ): (req: http.IncomingMessage, socket: Socket) => void {
   return (req, socket) => {
     // node:http has handed the socket over with its own listeners removed.

@@ -2,7 +2,12 @@ import net from 'node:net';
 import { responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
-import { cleanupChildren, startWithToken, type RunningServer } from '../support/server-process';
+import {
+  callApi,
+  cleanupChildren,
+  startWithToken,
+  type RunningServer,
+} from '../support/server-process';
 
 /**
  * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts),
@@ -210,11 +215,7 @@ describe('a DELETE sent with a body', () => {
     `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
     'Transfer-Encoding: chunked\r\n\r\n';
   const post = (id: number) =>
-    fetch(`${server.baseUrl}/plants`, {
-      method: 'POST',
-      headers: { Authorization: `Bearer ${token}`, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ id, name: 'x' }),
-    });
+    callApi(server, token, 'POST', '/plants', JSON.stringify({ id, name: 'x' }));
   /** Whether plant `id` is stored: creating it again conflicts. */
   const stored = async (id: number) => (await post(id)).status === 409;
 

@@ -6,9 +6,25 @@ import {
   startServer,
   startWithToken,
   tempSqlitePath,
+  type RunningServer,
 } from '../support/server-process';
 
 afterEach(cleanupChildren);
+
+/** The pids of the workers that logged "worker listening", once `count` have (or after 10 s). */
+async function listeningWorkers(server: RunningServer, count: number): Promise<number[]> {
+  const pids = () => [
+    ...new Set(
+      [...server.stdout().matchAll(/"pid":(\d+)[^\n]*"message":"worker listening"/g)].map((match) =>
+        Number(match[1]),
+      ),
+    ),
+  ];
+  for (const deadline = Date.now() + 10_000; pids().length < count && Date.now() < deadline;) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  return pids();
+}
 
 describe('several processes over one SQLite file (WAL mode)', () => {
   it('deletes through one process a plant created through the other', async () => {
@@ -39,12 +55,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
   it('serves from two workers with WORKERS=2, keeps acknowledged writes, and exits 0 on SIGTERM', async () => {
     const sqlitePath = tempSqlitePath();
     const { server, token } = await startWithToken({ sqlitePath, env: { WORKERS: '2' } });
-    const workers = () =>
-      new Set(server.stdout().match(/"pid":\d+[^\n]*"message":"worker listening"/g)).size;
-    for (const deadline = Date.now() + 10_000; workers() < 2 && Date.now() < deadline;) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-    expect(workers()).toBe(2);
+    expect(await listeningWorkers(server, 2)).toHaveLength(2);
     const created = await Promise.all(
       Array.from({ length: 40 }, (_, i) =>
         callApi(server, token, 'POST', '/plants', `{"id": ${i}, "name": "p"}`),
@@ -65,16 +76,8 @@ describe('several processes over one SQLite file (WAL mode)', () => {
       sqlitePath: tempSqlitePath(),
       env: { WORKERS: '2' },
     });
-    const workerPids = () => [
-      ...new Set(
-        [...server.stdout().matchAll(/"pid":(\d+)[^\n]*"message":"worker listening"/g)].map(
-          (match) => Number(match[1]),
-        ),
-      ),
-    ];
-    for (const deadline = Date.now() + 10_000; workerPids().length < 2 && Date.now() < deadline;) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    const workerPids = await listeningWorkers(server, 2);
+    expect(workerPids).toHaveLength(2);
     const body = '{"id": 77, "name": "in flight"}';
     const socket = net.connect(Number(new URL(server.baseUrl).port), '127.0.0.1');
     const received: Buffer[] = [];
@@ -89,7 +92,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
 
     // As a supervisor signalling the group does: every worker, then the primary, which signals its
     // workers again.
-    for (const pid of workerPids()) process.kill(pid, 'SIGTERM');
+    for (const pid of workerPids) process.kill(pid, 'SIGTERM');
     const stopped = server.stop('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 200));
     socket.write(body.slice(5));
