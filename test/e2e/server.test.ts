@@ -187,6 +187,32 @@ describe('a production start', () => {
   });
 });
 
+describe('a SQLite path whose directory cannot be made', () => {
+  // mkdir under /proc answers ENOENT although /proc exists: node's recursive mkdirSync looped there.
+  const sqlitePath = '/proc/plant-store-nowhere/plants.sqlite';
+
+  it('exits 1 at once and says why, without listening', async () => {
+    const result = await runServerToExit({ sqlitePath, timeoutMs: 10_000 });
+
+    expect(result.code).toBe(1);
+    expect(result.durationMs).toBeLessThan(10_000);
+    expect(result.stdout + result.stderr).not.toContain('"listening"');
+    expect(result.stderr).toContain(
+      "The plant store failed to start: ENOENT: no such file or directory, mkdir '/proc/plant-store-nowhere'",
+    );
+  });
+
+  it('makes the token CLI exit 1 with one line that says why', async () => {
+    const result = await runTokenCli(['list'], { SQLITE_PATH: sqlitePath });
+
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toBe(
+      "The token store failed: ENOENT: no such file or directory, mkdir '/proc/plant-store-nowhere'\n",
+    );
+  });
+});
+
 describe('an invalid configuration', () => {
   it('exits non-zero without listening and lists every invalid variable on stderr', async () => {
     const result = await runServerToExit({

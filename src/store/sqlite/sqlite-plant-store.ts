@@ -69,9 +69,27 @@ function migrate(db: Database.Database): void {
   }).immediate();
 }
 
+/**
+ * `mkdir -p`, one directory at a time from the deepest one that exists. Node's own recursive
+ * mkdirSync loops for ever where mkdir answers ENOENT under a directory that exists (under /proc);
+ * here such an answer is thrown, like any other.
+ */
+function makeDirectories(directory: string): void {
+  const missing: string[] = [];
+  for (let dir = directory; !fs.existsSync(dir); dir = path.dirname(dir)) missing.unshift(dir);
+  for (const dir of missing) {
+    try {
+      fs.mkdirSync(dir);
+    } catch (error) {
+      // Made meanwhile by another process starting on the same path.
+      if (!(error instanceof Error && 'code' in error && error.code === 'EEXIST')) throw error;
+    }
+  }
+}
+
 /** Opens (creating if needed) the SQLite database file, applies pending migrations and returns the store over it. */
 export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
-  fs.mkdirSync(path.dirname(path.resolve(options.path)), { recursive: true });
+  makeDirectories(path.dirname(path.resolve(options.path)));
   const db = new Database(options.path);
   try {
     // SQLite answers with the mode it is in, which stays another one where WAL is impossible
