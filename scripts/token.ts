@@ -1,6 +1,10 @@
 import { parseArgs } from 'node:util';
 import { ConfigError, parseConfig } from '../src/config';
-import { createTokensService, type TokensService } from '../src/service/tokens-service';
+import {
+  createTokensService,
+  UNPRINTABLE_NAME_CHARACTERS,
+  type TokensService,
+} from '../src/service/tokens-service';
 import { openStore } from '../src/store/open-store';
 import type { TokenRecord } from '../src/store/plant-store';
 
@@ -16,12 +20,20 @@ function formatDate(date: Date | undefined): string {
   return date === undefined ? '-' : date.toISOString();
 }
 
+/** A name as the table shows it: a control character (a name stored before they were refused) as `\u` and its code. */
+function printableName(name: string): string {
+  return name.replace(
+    UNPRINTABLE_NAME_CHARACTERS,
+    (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
+  );
+}
+
 function formatTable(tokens: readonly TokenRecord[]): string {
   const rows = [
     ['ID', 'NAME', 'CREATED', 'LAST USED', 'REVOKED'],
     ...tokens.map((t) => [
       t.id,
-      t.name,
+      printableName(t.name),
       formatDate(t.createdAt),
       formatDate(t.lastUsedAt),
       formatDate(t.revokedAt),

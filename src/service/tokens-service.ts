@@ -6,6 +6,12 @@ import { VerifiedTokens } from './verified-tokens';
 export const TOKEN_PREFIX = 'plnt_';
 const SECRET_BYTES = 32;
 const MAX_NAME_LENGTH = 100;
+/**
+ * Characters a token name may not hold: the control characters (C0, DEL, C1), which a terminal
+ * would run as commands, and the bidirectional overrides and isolates, which make text display in
+ * another order than it is stored. `list` shows such characters escaped if an older name has them.
+ */
+export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu;
 /** last_used_at is written at most once per token in this interval, to keep writes off the hot path. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 /** How many verified tokens a process keeps in memory (see createTokensService). */
@@ -26,7 +32,10 @@ export interface Principal {
 }
 
 export interface TokensService {
-  /** Creates a token; throws a RangeError when the name is empty or longer than 100 characters. */
+  /**
+   * Creates a token; throws a RangeError when the name is empty, longer than 100 characters, or
+   * holds a control character (see UNPRINTABLE_NAME_CHARACTERS).
+   */
   issue(name: string): Promise<IssuedToken>;
   /** The principal of an active token's secret, or undefined for an unknown or revoked one. */
   verify(secret: string): Promise<Principal | undefined>;
@@ -77,6 +86,9 @@ export function createTokensService({
       const trimmed = name.trim();
       if (trimmed.length === 0 || [...trimmed].length > MAX_NAME_LENGTH) {
         throw new RangeError(`A token name must have 1 to ${MAX_NAME_LENGTH} characters.`);
+      }
+      if (trimmed.search(UNPRINTABLE_NAME_CHARACTERS) !== -1) {
+        throw new RangeError('A token name must not hold control characters.');
       }
       const secret = TOKEN_PREFIX + randomBytes(SECRET_BYTES).toString('base64url');
       const token = { id: randomBytes(6).toString('hex'), name: trimmed, createdAt: now() };

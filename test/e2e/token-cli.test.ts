@@ -4,6 +4,7 @@ import {
   startServer,
   tempSqlitePath,
 } from '../support/server-process';
+import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 
 const CREATED =
   /^Created token ([0-9a-f]{12}) \(([^\n]*)\)\. Its secret is shown this once; store it safely:\n(plnt_[A-Za-z0-9_-]{43})\n$/;
@@ -101,6 +102,53 @@ describe('token list', () => {
       'REVOKED',
     ]);
     expect(row?.split(/\s{2,}/)).toStrictEqual([id, 'ci', tokens[0]!.createdAt, '-', '-']);
+  });
+});
+
+describe('control characters in token names', () => {
+  it('refuses a name that holds one with exit 2, and stores nothing', async () => {
+    const sqlitePath = tempSqlitePath();
+
+    const result = await runTokenCli(['create', '--name', 'ci\u001b[2J'], {
+      SQLITE_PATH: sqlitePath,
+    });
+
+    expect(result).toStrictEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'A token name must not hold control characters.\n',
+    });
+    expect((await cliListJson(sqlitePath)).tokens).toStrictEqual([]);
+  });
+
+  it('shows those of a name stored before they were refused as escapes in the table, exactly in --json', async () => {
+    const sqlitePath = tempSqlitePath();
+    const name = 'ci\u001b[2J\u202eevil';
+    const store = openSqlitePlantStore({
+      path: sqlitePath,
+      synchronous: 'FULL',
+      busyTimeoutMs: 1000,
+    });
+    await store.insertToken({
+      id: 'aaaaaaaaaaaa',
+      name,
+      createdAt: new Date(),
+      hash: 'f'.repeat(64),
+    });
+    await store.close();
+
+    const table = await runTokenCli(['list'], { SQLITE_PATH: sqlitePath });
+
+    expect(table).toMatchObject({ code: 0, stderr: '' });
+    expect(table.stdout).not.toContain('\u001b');
+    expect(table.stdout).not.toContain('\u202e');
+    expect(
+      table.stdout
+        .split('\n')[1]
+        ?.split(/\s{2,}/)
+        .slice(0, 2),
+    ).toStrictEqual(['aaaaaaaaaaaa', 'ci\\u001b[2J\\u202eevil']);
+    expect((await cliListJson(sqlitePath)).tokens.map((token) => token.name)).toStrictEqual([name]);
   });
 });
 

@@ -111,16 +111,30 @@ describe('createTokensService', () => {
       expect((await tokens.list()).map((token) => token.name)).toStrictEqual(['laptop']);
     });
 
+    const LENGTH = 'A token name must have 1 to 100 characters.';
+    const CONTROL = 'A token name must not hold control characters.';
     it.each([
-      ['empty', ''],
-      ['whitespace-only', ' \t\n '],
-      ['101 characters', 'a'.repeat(101)],
-      ['101 emoji', '🌱'.repeat(101)],
-    ])('throws a RangeError and stores nothing when the name is %s', async (_, name) => {
-      await expect(tokens.issue(name)).rejects.toStrictEqual(
-        new RangeError('A token name must have 1 to 100 characters.'),
-      );
+      ['empty', '', LENGTH],
+      ['whitespace-only', ' \t\n ', LENGTH],
+      ['101 characters', 'a'.repeat(101), LENGTH],
+      ['101 emoji', '🌱'.repeat(101), LENGTH],
+      ['holding an escape sequence', 'ci\u001b[2Jlaptop', CONTROL],
+      ['holding a line break inside', 'ci\nlaptop', CONTROL],
+      ['holding a tab inside', 'ci\tlaptop', CONTROL],
+      ['holding DEL', 'ci\u007f', CONTROL],
+      ['holding a C1 control', 'ci\u009blaptop', CONTROL],
+      ['holding a right-to-left override', 'ci\u202elaptop', CONTROL],
+      ['holding a bidirectional isolate', 'ci\u2066laptop\u2069', CONTROL],
+    ])('throws a RangeError and stores nothing when the name is %s', async (_, name, message) => {
+      await expect(tokens.issue(name)).rejects.toStrictEqual(new RangeError(message));
       expect(await tokens.list()).toStrictEqual([]);
+    });
+
+    it.each([
+      ['an emoji joined by a zero-width joiner', '\u{1F9D1}\u200D\u{1F33E} greenhouse'],
+      ['letters of another script', 'Gewächshaus 温室'],
+    ])('accepts a name with %s', async (_, name) => {
+      expect((await tokens.issue(name)).name).toBe(name);
     });
 
     it.each([
