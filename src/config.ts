@@ -67,6 +67,11 @@ class Reader {
   integer(name: string, fallback: number, min: number, max: number): number {
     const value = this.env[name];
     if (value === undefined) return fallback;
+    // Decimal digits without a leading zero: "010" could be meant as octal or as ten.
+    if (/^0\d+$/.test(value)) {
+      this.problems.push(`${name} must be written without leading zeros, not "${value}"`);
+      return fallback;
+    }
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
       this.problems.push(`${name} must be an integer from ${min} to ${max}, not "${value}"`);
       return fallback;
@@ -95,6 +100,10 @@ function readOrigins(read: Reader): string[] {
     .split(',')
     .map((origin) => origin.trim())
     .filter((origin) => origin !== '');
+  // Only commas and spaces: the same mistake as an empty value, which string() already refused.
+  if (origins.length === 0 && value.trim() !== '') {
+    read.problems.push('CORS_ORIGINS must list at least one origin');
+  }
   for (const origin of origins) {
     let valid = false;
     try {
