@@ -72,6 +72,7 @@ export function createApp(deps: AppDeps): Express {
   });
 
   const { metrics } = deps;
+  const cors = corsFor(deps.corsOrigins);
   const tokenLimit = tokenRequestLimit({
     limit: limits.tokenRequests,
     windowMs: limits.tokenWindowMs,
@@ -81,8 +82,8 @@ export function createApp(deps: AppDeps): Express {
       createRequestLog(deps.logger, metrics?.record),
       responseHeaders(() => deps.readiness.isShuttingDown()),
       metrics === undefined ? undefined : metricsEndpoint(metrics.handler),
-      corsFor(deps.corsOrigins),
-      createRouteGate(deps.document.routes),
+      cors?.headers,
+      createRouteGate(deps.document.routes, cors),
       authFailures.around(createBearerAuth((secret) => deps.tokens.verify(secret))),
       tokenLimit,
       createJsonBody({ limit: deps.bodyLimitBytes }),

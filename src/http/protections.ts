@@ -41,18 +41,60 @@ export function responseHeaders(isShuttingDown: () => boolean): RequestHandler {
   };
 }
 
-/** CORS for the configured origins only; with none, no CORS headers and preflights answer 405. */
-export function corsFor(origins: readonly string[]): RequestHandler | undefined {
+/** CORS for the configured origins; see corsFor. */
+export interface Cors {
+  /** Gives an actual (not preflight) request from a configured origin the CORS headers. */
+  readonly headers: RequestHandler;
+  /**
+   * Answers a CORS preflight (OPTIONS with Origin and Access-Control-Request-Method) from a
+   * configured origin to a resource that allows `methods`, with 204; false for any other request,
+   * which goes on to be routed.
+   */
+  answerPreflight(req: Request, res: Response, methods: string): boolean;
+}
+
+const CORS_ALLOWED_HEADERS = 'Authorization,Content-Type,X-Request-Id';
+const CORS_MAX_AGE_SECONDS = '600';
+
+/**
+ * CORS for the configured origins only; with none, no CORS headers, and an OPTIONS answers 405.
+ * A preflight is answered by the route gate, once the path is known to exist, with that path's
+ * methods: a preflight to a path the contract does not have answers 404, one from an origin not
+ * configured 405 (what any OPTIONS gets), as does an OPTIONS that is not a preflight.
+ */
+export function corsFor(origins: readonly string[]): Cors | undefined {
   if (origins.length === 0) return undefined;
-  const handler = cors({
+  const allowed = new Set(origins);
+  const actual = cors({
     origin: [...origins],
-    methods: ['GET', 'HEAD', 'POST', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'X-Request-Id'],
     exposedHeaders: ['X-Request-Id', 'Retry-After', 'WWW-Authenticate', 'Allow'],
-    maxAge: 600,
   });
-  // Only browsers send Origin; a plain OPTIONS without it goes on to the route gate (405).
-  return (req, res, next) => (req.headers.origin === undefined ? next() : handler(req, res, next));
+  return {
+    // Only browsers send Origin; OPTIONS goes on to the route gate, which answers preflights.
+    headers: (req, res, next) =>
+      req.headers.origin === undefined || req.method === 'OPTIONS'
+        ? next()
+        : actual(req, res, next),
+    answerPreflight(req, res, methods) {
+      const { origin } = req.headers;
+      if (
+        req.method !== 'OPTIONS' ||
+        origin === undefined ||
+        req.headers['access-control-request-method'] === undefined ||
+        !allowed.has(origin)
+      ) {
+        return false;
+      }
+      res.setHeader('Access-Control-Allow-Origin', origin);
+      res.vary('Origin');
+      res.setHeader('Access-Control-Allow-Methods', methods);
+      res.setHeader('Access-Control-Allow-Headers', CORS_ALLOWED_HEADERS);
+      res.setHeader('Access-Control-Max-Age', CORS_MAX_AGE_SECONDS);
+      res.setHeader('Content-Length', '0');
+      res.status(204).end();
+      return true;
+    },
+  };
 }
 
 /** The rate limits, as configured. */

@@ -2,6 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
 import { HttpProblem } from './http-error';
 import type { OperationInfo, RouteInfo } from './openapi-document';
+import type { Cors } from './protections';
 
 /** The contract operation a request was routed to, set by the route gate. */
 export function routedOperation(res: Response): OperationInfo | undefined {
@@ -42,8 +43,7 @@ const HOST = /^(?:\[[0-9A-Za-z:.!$&'()*+,;=~_-]+\]|[0-9A-Za-z.!$&'()*+,;=~_%-]*)
 /**
  * Throws a 400 for a request no route can answer (RFC 9112 section 3.2): an HTTP version other
  * than 1.x, HTTP/1.1 without Host, more than one Host or one that is not a host, a #fragment in
- * the target, or a target that is neither a path nor a URL. A CORS preflight, answered before
- * routing (corsFor), is not checked.
+ * the target, or a target that is neither a path nor a URL.
  */
 export function checkRequestTarget(req: Request): void {
   // node:http also takes `HTTP/2.0` and the version-less request line of HTTP/0.9.
@@ -86,9 +86,10 @@ function allowedMethods(route: RouteInfo): string {
 /**
  * Answers 400 for a malformed target (an HTTP/1.1 request without Host, a #fragment, neither a path
  * nor a URL), 404 for a path the contract does not have and 405 (with `Allow`) for a method it does
- * not have on that path, before authentication, so routing never depends on credentials.
+ * not have on that path, before authentication, so routing never depends on credentials. Given
+ * `cors`, a CORS preflight to a path the contract has is answered here (see corsFor).
  */
-export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
+export function createRouteGate(routes: readonly RouteInfo[], cors?: Cors): RequestHandler {
   return (req, res, next) => {
     checkRequestTarget(req);
     const path = req.path;
@@ -104,6 +105,7 @@ export function createRouteGate(routes: readonly RouteInfo[]): RequestHandler {
     if (route === undefined || match === null) {
       throw new HttpProblem(404, `No resource at ${req.path}.`);
     }
+    if (req.method === 'OPTIONS' && cors?.answerPreflight(req, res, allowedMethods(route))) return;
     // HEAD is GET without a body (RFC 9110): routed, authenticated and validated as the GET it mirrors.
     if (req.method === 'HEAD' && !route.operations.has('HEAD') && route.operations.has('GET')) {
       req.method = 'GET';

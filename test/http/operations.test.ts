@@ -315,6 +315,52 @@ describe('CORS', () => {
     expect(other.status).toBe(200);
     expect(other.headers['access-control-allow-origin']).toBeUndefined();
   });
+
+  it.each([
+    ['/plants', 'POST'],
+    ['/plants/1', 'DELETE'],
+    ['/healthz', 'GET, HEAD'],
+  ])('answers a preflight to %s with the methods of that path only', async (path, methods) => {
+    t = await buildTestApp({ corsOrigins: ['https://app.example.com'] });
+
+    const preflight = await request(t.app)
+      .options(path)
+      .set('Origin', 'https://app.example.com')
+      .set('Access-Control-Request-Method', 'DELETE');
+
+    expect(preflight.status).toBe(204);
+    expect(preflight.text).toBe('');
+    expect(preflight.headers['access-control-allow-methods']).toBe(methods);
+    expect(preflight.headers['access-control-max-age']).toBe('600');
+    expect(preflight.headers['vary']).toBe('Origin');
+  });
+
+  it.each([
+    ['an origin not configured', '/plants', 'https://evil.example.com', 'POST', 405],
+    ['the origin null', '/plants', 'null', 'POST', 405],
+    [
+      'no Access-Control-Request-Method (not a preflight)',
+      '/plants',
+      'https://app.example.com',
+      undefined,
+      405,
+    ],
+    ['a path the contract does not have', '/no/such/thing', 'https://app.example.com', 'POST', 404],
+  ])(
+    'routes an OPTIONS with %s as any OPTIONS, without CORS headers',
+    async (_, path, origin, method, status) => {
+      t = await buildTestApp({ corsOrigins: ['https://app.example.com'] });
+      const options = request(t.app).options(path).set('Origin', origin);
+      if (method !== undefined) options.set('Access-Control-Request-Method', method);
+
+      const res = await options;
+
+      expectError(res, status);
+      if (status === 405) expect(res.headers['allow']).toBe('POST');
+      expect(res.headers['access-control-allow-origin']).toBeUndefined();
+      expect(res.headers['access-control-allow-methods']).toBeUndefined();
+    },
+  );
 });
 
 /** The rate limits, all off but the ones given. */
