@@ -190,11 +190,20 @@ async function main(): Promise<number> {
   });
 }
 
-/** Writes out every log line still held back, then ends the process. */
-function exit(code: number): never {
+/** How long the exit waits, at most, for held-back log lines to reach a standard output that does not drain. */
+const EXIT_FLUSH_TIMEOUT_MS = 5_000;
+
+/**
+ * Writes out every log line still held back, then ends the process. Asynchronously: when nobody
+ * reads standard output any more (the reader of its pipe has exited: EPIPE), the write fails and
+ * the process ends at once, where pino's flushSync would retry it for ever, holding the process
+ * after its port and store were closed; a standard output that does not drain holds it
+ * EXIT_FLUSH_TIMEOUT_MS at most.
+ */
+function exit(code: number): void {
   flushRequestLines();
-  stdout.flushSync();
-  process.exit(code);
+  setTimeout(() => process.exit(code), EXIT_FLUSH_TIMEOUT_MS);
+  stdout.flush(() => process.exit(code));
 }
 
 main().then(exit, (error: unknown) => {

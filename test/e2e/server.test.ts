@@ -248,6 +248,21 @@ describe('stopping with a signal', () => {
     },
   );
 
+  // `npm start | head`, or a log shipper that died: log lines held back meet a pipe nobody reads.
+  it('exits with code 0 on SIGTERM at once when nobody reads its standard output any more', async () => {
+    const server = await startServer({ sqlitePath: tempSqlitePath() });
+    // The stop's own lines are then still held back when the exit writes them. (Lines held back
+    // longer meet the closed pipe in the periodic flush, after which pino drops every line.)
+    server.process.stdout?.destroy();
+
+    const started = Date.now();
+    const code = await server.stop('SIGTERM');
+
+    expect(code).toBe(0);
+    // Not after the exit's 5 s wait for a standard output that does not drain.
+    expect(Date.now() - started).toBeLessThan(4_000);
+  });
+
   // The stop handlers must be installed before "listening" is logged: ten tries catch a race.
   it('exits with code 0 on SIGTERM sent as soon as "listening" is logged', async () => {
     for (let attempt = 0; attempt < 10; attempt++) {
