@@ -11,6 +11,7 @@
  * against the slice next to it, so that what a server waits for counts (a change to syncing, or
  * SQLite FULL against NORMAL), while drifts of the machine slower than a few seconds still cancel.
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -87,6 +88,7 @@ async function main(): Promise<void> {
   const pinned = hasTaskset() && os.availableParallelism() >= 2;
   if (pinned) pinSelf(0);
   const dataDir = path.join(roots[1]!, 'data', 'bench', 'stores');
+  fs.mkdirSync(dataDir, { recursive: true });
   const services: StartedService[] = [];
   try {
     for (const [i, root] of roots.entries()) {
