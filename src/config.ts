@@ -131,6 +131,8 @@ function readStore(read: Reader): StoreConfig {
     synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
     busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
   };
+  // An in-memory database cannot be in WAL mode, which the group commit syncs (see the store).
+  if (sqlite.path === ':memory:') read.problems.push('SQLITE_PATH must be a file, not ":memory:"');
   if (url === undefined) return { kind: 'sqlite', ...sqlite };
   if (!/^postgres(ql)?:\/\//.test(url)) {
     read.problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');

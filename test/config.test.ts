@@ -197,6 +197,7 @@ describe('parseConfig', () => {
       ['SQLITE_SYNCHRONOUS', 'OFF', 'SQLITE_SYNCHRONOUS must be one of FULL, NORMAL, not "OFF"'],
       ['VALIDATE_RESPONSES', 'yes', 'VALIDATE_RESPONSES must be one of true, false, not "yes"'],
       ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
+      ['SQLITE_PATH', ':memory:', 'SQLITE_PATH must be a file, not ":memory:"'],
       ['HOST', '  ', 'HOST must not be empty'],
       [
         'KEEP_ALIVE_TIMEOUT_MS',
