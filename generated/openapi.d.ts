@@ -453,9 +453,11 @@ export interface components {
     headers: {
         /**
          * @description The request's id: the caller's own `X-Request-Id`, when it is 1 to 128 characters of
-         *     `A-Z a-z 0-9 . _ : -`, or a new UUID. A 431, a 400 to a request that is not HTTP/1.1 and a
+         *     `A-Z a-z 0-9 . _ : -`, or a new UUID. A 431, a 400 to a request the HTTP parser cannot
+         *     read (an unknown version such as `HTTP/1.2`, a malformed request line or header) and a
          *     408 to headers that did not arrive in time always carry a new one, since the request's
-         *     headers were never read; a 408 to a body that did not arrive in time carries the
+         *     headers were never read; the 400 to an `HTTP/2.0` or version-less request line, which
+         *     the parser does read, and a 408 to a body that did not arrive in time carry the
          *     request's. The same id is in the service's log line for the request.
          * @example 3f1c8e52-7a4b-4d0e-9b1f-2c6d5e8a9b70
          */
