@@ -194,16 +194,33 @@ async function main(): Promise<number> {
 const EXIT_FLUSH_TIMEOUT_MS = 5_000;
 
 /**
- * Writes out every log line still held back, then ends the process. Asynchronously: when nobody
- * reads standard output any more (the reader of its pipe has exited: EPIPE), the write fails and
- * the process ends at once, where pino's flushSync would retry it for ever, holding the process
- * after its port and store were closed; a standard output that does not drain holds it
- * EXIT_FLUSH_TIMEOUT_MS at most.
+ * Writes out every log line still held back, then ends the process. Asynchronously: pino's
+ * flushSync, which its own exit hook would run, retries a failed write for ever, so a standard
+ * output that nobody reads any more (the reader of its pipe has exited: EPIPE) or that does not
+ * drain would hold the process after its port and store were closed. Flushes until one writes
+ * nothing, and ends at once on EPIPE; after EXIT_FLUSH_TIMEOUT_MS, what is still held back is
+ * dropped (destroy() also turns pino's exit hook off).
  */
 function exit(code: number): void {
   flushRequestLines();
-  setTimeout(() => process.exit(code), EXIT_FLUSH_TIMEOUT_MS);
-  stdout.flush(() => process.exit(code));
+  const end = () => {
+    stdout.destroy();
+    process.exit(code);
+  };
+  setTimeout(end, EXIT_FLUSH_TIMEOUT_MS);
+  let written = 0;
+  stdout.on('write', (bytes: number) => (written += bytes));
+  // A flush's callback comes on 'drain', which may leave up to minLength bytes unwritten, and
+  // with the error of the fsync that follows it (EINVAL on a pipe or a terminal).
+  const flushRest = (error?: Error | null) => {
+    if (written === 0 || (error as NodeJS.ErrnoException | null | undefined)?.code === 'EPIPE') {
+      end();
+      return;
+    }
+    written = 0;
+    stdout.flush(flushRest);
+  };
+  stdout.flush(flushRest);
 }
 
 main().then(exit, (error: unknown) => {

@@ -263,6 +263,31 @@ describe('stopping with a signal', () => {
     expect(Date.now() - started).toBeLessThan(4_000);
   });
 
+  // A log shipper that hangs, then dies: while its pipe is full a write to it cannot be cut short,
+  // but once it is gone the process must end, not retry the write for ever.
+  it('exits with code 0 on SIGTERM once a reader that stopped reading its standard output is gone', async () => {
+    const { server, token } = await startWithToken();
+    server.process.stdout?.pause();
+    // Request lines of about 300 bytes each: several times what the pipe and the reader hold.
+    for (let batch = 0; batch < 300; batch++) {
+      const statuses = await Promise.all(
+        Array.from({ length: 10 }, (_, i) =>
+          createPlantStatus(server.baseUrl, token, batch * 10 + i + 1),
+        ),
+      );
+      expect(statuses.every((status) => status === 200)).toBe(true);
+    }
+
+    const stopped = server.stop('SIGTERM');
+    // Past the exit's 5 s wait for held-back lines.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    const gone = Date.now();
+    server.process.stdout?.destroy();
+
+    expect(await stopped).toBe(0);
+    expect(Date.now() - gone).toBeLessThan(3_000);
+  }, 60_000);
+
   // The stop handlers must be installed before "listening" is logged: ten tries catch a race.
   it('exits with code 0 on SIGTERM sent as soon as "listening" is logged', async () => {
     for (let attempt = 0; attempt < 10; attempt++) {
