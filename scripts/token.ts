@@ -20,11 +20,18 @@ function formatDate(date: Date | undefined): string {
   return date === undefined ? '-' : date.toISOString();
 }
 
-/** A name as the table shows it: a control character (a name stored before they were refused) as `\u` and its code. */
-function printableName(name: string): string {
-  return name.replace(
-    UNPRINTABLE_NAME_CHARACTERS,
-    (character) => `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
+/**
+ * What is escaped so that output is safe on a terminal: each character a token name may not hold
+ * (in a name stored before they were refused), written as JSON writes a character, `\u` and its
+ * code, so `--json` stays JSON that parses to the exact name; in the table a backslash too,
+ * doubled, so a name that holds the text `\u001b` shows apart from one that holds the character.
+ */
+const JSON_ESCAPES = new RegExp(UNPRINTABLE_NAME_CHARACTERS.source, 'gu');
+const TABLE_ESCAPES = new RegExp(`\\\\|${UNPRINTABLE_NAME_CHARACTERS.source}`, 'gu');
+
+function escaped(text: string, escapes: RegExp): string {
+  return text.replace(escapes, (character) =>
+    character === '\\' ? '\\\\' : `\\u${character.charCodeAt(0).toString(16).padStart(4, '0')}`,
   );
 }
 
@@ -33,7 +40,7 @@ function formatTable(tokens: readonly TokenRecord[]): string {
     ['ID', 'NAME', 'CREATED', 'LAST USED', 'REVOKED'],
     ...tokens.map((t) => [
       t.id,
-      printableName(t.name),
+      escaped(t.name, TABLE_ESCAPES),
       formatDate(t.createdAt),
       formatDate(t.lastUsedAt),
       formatDate(t.revokedAt),
@@ -66,7 +73,9 @@ async function run(tokens: TokensService, args: string[]): Promise<number> {
   }
   if (command === 'list' && rest.length === 0 && values.name === undefined) {
     const list = await tokens.list();
-    process.stdout.write(`${values.json ? JSON.stringify(list) : formatTable(list)}\n`);
+    process.stdout.write(
+      `${values.json ? escaped(JSON.stringify(list), JSON_ESCAPES) : formatTable(list)}\n`,
+    );
     return 0;
   }
   if (command === 'revoke' && rest.length === 1 && values.name === undefined) {

@@ -11,7 +11,7 @@ const MAX_NAME_LENGTH = 100;
  * would run as commands, and the bidirectional overrides and isolates, which make text display in
  * another order than it is stored. `list` shows such characters escaped if an older name has them.
  */
-export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/gu;
+export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u;
 /** last_used_at is written at most once per token in this interval, to keep writes off the hot path. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 /** How many verified tokens a process keeps in memory (see createTokensService). */

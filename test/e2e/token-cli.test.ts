@@ -121,9 +121,9 @@ describe('control characters in token names', () => {
     expect((await cliListJson(sqlitePath)).tokens).toStrictEqual([]);
   });
 
-  it('shows those of a name stored before they were refused as escapes in the table, exactly in --json', async () => {
+  it('shows those of a name stored before they were refused as escapes, in the table and in --json, which parses to the exact name', async () => {
     const sqlitePath = tempSqlitePath();
-    const name = 'ci\u001b[2J\u202eevil';
+    const name = 'ci\u001b[2J\u202e\u009bevil\\u001b';
     const store = openSqlitePlantStore({
       path: sqlitePath,
       synchronous: 'FULL',
@@ -147,8 +147,10 @@ describe('control characters in token names', () => {
         .split('\n')[1]
         ?.split(/\s{2,}/)
         .slice(0, 2),
-    ).toStrictEqual(['aaaaaaaaaaaa', 'ci\\u001b[2J\\u202eevil']);
-    expect((await cliListJson(sqlitePath)).tokens.map((token) => token.name)).toStrictEqual([name]);
+    ).toStrictEqual(['aaaaaaaaaaaa', 'ci\\u001b[2J\\u202e\\u009bevil\\\\u001b']);
+    const json = await cliListJson(sqlitePath);
+    expect(json.stdout).not.toMatch(/[\u007f-\u009f\u202e]/);
+    expect(json.tokens.map((token) => token.name)).toStrictEqual([name]);
   });
 });
 
