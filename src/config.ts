@@ -69,7 +69,9 @@ class Reader {
     if (value === undefined) return fallback;
     // Decimal digits without a leading zero: "010" could be meant as octal or as ten.
     if (/^0\d+$/.test(value)) {
-      this.problems.push(`${name} must be written without leading zeros, not "${value}"`);
+      this.problems.push(
+        `${name} must be an integer from ${min} to ${max} without leading zeros, not "${value}"`,
+      );
       return fallback;
     }
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {

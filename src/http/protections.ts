@@ -80,7 +80,7 @@ export function corsFor(origins: readonly string[]): Cors | undefined {
       if (
         req.method !== 'OPTIONS' ||
         origin === undefined ||
-        req.headers['access-control-request-method'] === undefined ||
+        !req.headers['access-control-request-method'] ||
         !allowed.has(origin)
       ) {
         return false;

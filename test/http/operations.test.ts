@@ -345,6 +345,7 @@ describe('CORS', () => {
       undefined,
       405,
     ],
+    ['an empty Access-Control-Request-Method', '/plants', 'https://app.example.com', '', 405],
     ['a path the contract does not have', '/no/such/thing', 'https://app.example.com', 'POST', 404],
   ])(
     'routes an OPTIONS with %s as any OPTIONS, without CORS headers',

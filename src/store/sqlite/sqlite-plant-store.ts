@@ -76,7 +76,10 @@ function migrate(db: Database.Database): void {
  */
 function makeDirectories(directory: string): void {
   const missing: string[] = [];
-  for (let dir = directory; !fs.existsSync(dir); dir = path.dirname(dir)) missing.unshift(dir);
+  for (let dir = directory; !fs.existsSync(dir); dir = path.dirname(dir)) {
+    missing.unshift(dir);
+    if (path.dirname(dir) === dir) break; // a root that does not exist: mkdir says so below
+  }
   for (const dir of missing) {
     try {
       fs.mkdirSync(dir);
