@@ -120,10 +120,13 @@ function serve(
         .then(() => store.close())
         .then(
           () => {
+            // The lines of the requests that finished during the drain come before this one.
+            flushRequestLines();
             logger.info('stopped');
             resolve(code);
           },
           (error: unknown) => {
+            flushRequestLines();
             logger.error({ err: error }, 'closing the store failed');
             resolve(1);
           },
