@@ -82,7 +82,8 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
       return;
     }
     let answer = toAnswer(error);
-    const context = { reqId: requestIdOf(res), method: req.method, path: req.path };
+    // Named as in the request line (request-log.ts), so that a search by req.path finds both.
+    const context = { reqId: requestIdOf(res), req: { method: req.method, path: req.path } };
     if (answer === UNAVAILABLE) {
       logger.warn({ ...context, cause: String((error as Error).cause) }, 'store unavailable');
     }

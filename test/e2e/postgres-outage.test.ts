@@ -1,3 +1,4 @@
+import { isDeepStrictEqual } from 'node:util';
 import {
   createTestSchema,
   describeWithPostgres,
@@ -77,6 +78,14 @@ describeWithPostgres('PostgreSQL outages', () => {
       await expectUnavailable('GET', '/readyz'),
     ];
     expect((await timed('GET', '/healthz')).res.status).toBe(200);
+    // Each 503 of an operation is logged as a warning, its request named as in the request line.
+    const warnings = () =>
+      logLinesOf(server).filter((line) => line['message'] === 'store unavailable');
+    const named = (method: string, path: string) => () =>
+      warnings().some((line) => isDeepStrictEqual(line['req'], { method, path }));
+    await waitFor('the POST warning', named('POST', '/plants'));
+    await waitFor('the DELETE warning', named('DELETE', '/plants/1'));
+    expect(warnings().filter((line) => 'path' in line || 'method' in line)).toStrictEqual([]);
     console.log(
       `refused connections: time to 503 ${times.map((ms) => ms.toFixed(0)).join(', ')} ms`,
     );

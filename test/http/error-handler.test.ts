@@ -27,7 +27,7 @@ describe('unexpected failures', () => {
     expect(logged[0]!['reqId']).toBe(logged[1]!['reqId']);
     expect(logged[0]!['reqId']).toBe(res.headers['x-request-id']);
     expect(logged[0]).toMatchObject({
-      path: '/plants',
+      req: { method: 'POST', path: '/plants' },
       err: { message: expect.any(String), stack: expect.any(String) },
     });
     expect(logged[1]).toMatchObject({ res: { status: 500 }, operationId: 'createPlant' });
