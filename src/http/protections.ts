@@ -1,6 +1,7 @@
+import { isIP } from 'node:net';
 import cors from 'cors';
 import type { Request, RequestHandler, Response } from 'express';
-import rateLimit, { ipKeyGenerator, MemoryStore, type Options } from 'express-rate-limit';
+import { ipKeyGenerator } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Principal } from '../service/tokens-service';
 import { HttpProblem } from './http-error';
@@ -118,31 +119,82 @@ function tooMany(message: string, retryAfter: string): HttpProblem {
 
 const AUTH_MESSAGE = 'Too many failed authentications from this address; try again later.';
 
+/** Keys with a window of their own, beyond which the windows that have ended are dropped. */
+const PRUNE_AT_KEYS = 10_000;
+
+/**
+ * Hits per key in fixed windows of `windowMs`, counted synchronously, so that each of a burst of
+ * requests (pipelined in one read, or arriving together) sees its own count: a store that answers
+ * through a promise hands each its count only after the whole burst has been counted.
+ */
+class WindowCounts {
+  private readonly windows = new Map<string, { hits: number; endsAt: number }>();
+  constructor(private readonly windowMs: number) {}
+
+  /** Counts a hit for `key` at `now`: the hits of its window so far, and when that window ends. */
+  hit(key: string, now: number): { readonly hits: number; readonly endsAt: number } {
+    let window = this.windows.get(key);
+    if (window === undefined || window.endsAt <= now) {
+      if (this.windows.size >= PRUNE_AT_KEYS) {
+        for (const [k, w] of this.windows) if (w.endsAt <= now) this.windows.delete(k);
+      }
+      window = { hits: 0, endsAt: now + this.windowMs };
+      this.windows.set(key, window);
+    }
+    window.hits++;
+    return { hits: window.hits, endsAt: window.endsAt };
+  }
+}
+
+/** The key of every client address that is not an IP address. */
+const NOT_AN_ADDRESS = 'not-an-address';
+
+/**
+ * A client address as the key of its failures: a port that a proxy wrote after it (`10.0.0.1:1234`,
+ * `[2001:db8::1]:443`) is dropped, IPv6 addresses count by /56 (express-rate-limit's
+ * ipKeyGenerator), and whatever is not an IP address (a proxy that passes on a client's own
+ * X-Forwarded-For) shares one key, so that no spelling of an address makes a new client.
+ */
+function clientKey(address: string | undefined): string {
+  let ip = address ?? '';
+  const bracketed = /^\[([^\]]*)\](?::\d+)?$/.exec(ip);
+  if (bracketed !== null) ip = bracketed[1]!;
+  else if (/^[\d.]+:\d+$/.test(ip)) ip = ip.slice(0, ip.lastIndexOf(':'));
+  return isIP(ip) === 0 ? NOT_AN_ADDRESS : ipKeyGenerator(ip);
+}
+
 /**
  * Limits failed authentications per client address: once an address has had `limit` 401s within
  * `windowMs`, every request from it to a secured operation answers 429 with Retry-After until its
- * window passes, before its token is even looked at. Successful requests never count. The counting
- * is express-rate-limit's store, on the failure path only; the check every request makes is a
- * synchronous look-up of the addresses currently blocked, skipped while none is.
+ * window passes, before its token is even looked at. Successful requests never count. The check
+ * every request makes is a synchronous look-up of the addresses currently blocked, skipped while
+ * none is; a request that passed it before its address was blocked (read together with the
+ * failures that blocked it, as pipelined requests are) is checked again once authenticated and
+ * answers 429 too, so a guess past the limit learns nothing.
  */
 export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs: number }): {
   /** Wraps authentication: checks the address before it, counts its 401s after it. */
   around(authenticate: RequestHandler): RequestHandler;
 } {
-  const store = new MemoryStore();
-  store.init({ windowMs } as Options);
+  const failures = new WindowCounts(windowMs);
   /** Blocked addresses and when each may try again (ms since the epoch). */
   const blocked = new Map<string, number>();
-  const keyOf = (req: Request) => ipKeyGenerator(req.ip ?? req.socket.remoteAddress ?? 'unknown');
-  const blockedUntil = (key: string, now: number): number | undefined => {
+  const keyOf = (req: Request) => clientKey(req.ip ?? req.socket.remoteAddress);
+  /** The 429 for a blocked address, or undefined. */
+  const refusal = (req: Request): HttpProblem | undefined => {
+    if (blocked.size === 0) return undefined;
+    const key = keyOf(req);
     const until = blocked.get(key);
-    if (until === undefined || until > now) return until;
+    if (until === undefined) return undefined;
+    const now = Date.now();
+    if (until > now) return tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now));
     blocked.delete(key);
     return undefined;
   };
   const block = (key: string, until: number, now: number) => {
     // Bounded by the addresses that failed `limit` times within one window; expired ones go first.
-    if (blocked.size >= 10_000) for (const [k, u] of blocked) if (u <= now) blocked.delete(k);
+    if (blocked.size >= PRUNE_AT_KEYS)
+      for (const [k, u] of blocked) if (u <= now) blocked.delete(k);
     blocked.set(key, until);
   };
   return {
@@ -150,20 +202,17 @@ export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs:
       if (limit === 0) return authenticate;
       return (req, res, next) => {
         if (routedOperation(res)?.secured !== true) return next();
-        if (blocked.size > 0) {
-          const now = Date.now();
-          const until = blockedUntil(keyOf(req), now);
-          if (until !== undefined) throw tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now));
-        }
+        const refused = refusal(req);
+        if (refused !== undefined) throw refused;
         return authenticate(req, res, (error?: unknown) => {
-          if (!(error instanceof HttpProblem) || error.status !== 401) return next(error);
+          if (!(error instanceof HttpProblem) || error.status !== 401) {
+            return next(error === undefined ? refusal(req) : error);
+          }
           const key = keyOf(req);
-          store.increment(key).then(({ totalHits, resetTime }) => {
-            const now = Date.now();
-            const until = resetTime?.getTime() ?? now + windowMs;
-            if (totalHits >= limit) block(key, until, now);
-            next(totalHits > limit ? tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now)) : error);
-          }, next);
+          const now = Date.now();
+          const { hits, endsAt } = failures.hit(key, now);
+          if (hits >= limit) block(key, endsAt, now);
+          next(hits > limit ? tooMany(AUTH_MESSAGE, retryAfterSeconds(endsAt, now)) : error);
         });
       };
     },
@@ -179,23 +228,17 @@ export function tokenRequestLimit({
   windowMs: number;
 }): RequestHandler | undefined {
   if (limit === 0) return undefined;
-  return rateLimit({
-    windowMs,
-    limit,
-    standardHeaders: false,
-    legacyHeaders: false,
-    skip: (req) => req.user === undefined,
-    keyGenerator: (req) => (req.user as Principal).tokenId,
-    handler: (req, _res, next) =>
-      next(
-        tooMany(
-          'Too many requests with this token; try again later.',
-          retryAfterSeconds(
-            (
-              req as Request & { rateLimit?: { resetTime?: Date } }
-            ).rateLimit?.resetTime?.getTime() ?? Date.now() + windowMs,
-          ),
-        ),
-      ),
-  });
+  const requests = new WindowCounts(windowMs);
+  return (req, _res, next) => {
+    if (req.user === undefined) return next();
+    const now = Date.now();
+    const { hits, endsAt } = requests.hit((req.user as Principal).tokenId, now);
+    if (hits > limit) {
+      throw tooMany(
+        'Too many requests with this token; try again later.',
+        retryAfterSeconds(endsAt, now),
+      );
+    }
+    next();
+  };
 }

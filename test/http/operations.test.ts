@@ -375,7 +375,51 @@ function limitsWith(overrides: Partial<RateLimits>): RateLimits {
   };
 }
 
+/** Sends `requests` pipelined in one write on one connection; the statuses of their answers, in order. */
+async function pipelined(requests: readonly string[]): Promise<number[]> {
+  const server = t.app.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  try {
+    const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+    socket.write(requests.join(''));
+    const statuses = () => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
+    const deadline = Date.now() + 5_000;
+    while (statuses().length < requests.length && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    socket.destroy();
+    return statuses();
+  } finally {
+    server.close();
+  }
+}
+
+function deleteRequest(id: number, token: string): string {
+  return `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`;
+}
+
 describe('rate limits', () => {
+  it('blocks the requests read together with the failures that blocked their address, a valid token too', async () => {
+    t = await buildTestApp({ limits: limitsWith({ authFailures: 3 }) });
+    const guesses = Array.from({ length: 8 }, (_, i) => deleteRequest(1, `plnt_guess${i}`));
+
+    const statuses = await pipelined([...guesses, deleteRequest(1, t.token)]);
+
+    expect(statuses).toStrictEqual([401, 401, 401, 429, 429, 429, 429, 429, 429]);
+  });
+
+  it('allows exactly the limit of requests per token when they arrive pipelined together', async () => {
+    t = await buildTestApp({ limits: limitsWith({ tokenRequests: 5 }) });
+
+    const statuses = await pipelined(
+      Array.from({ length: 7 }, (_, i) => deleteRequest(i + 1, t.token)),
+    );
+
+    expect(statuses).toStrictEqual([404, 404, 404, 404, 404, 429, 429]);
+  });
+
   it('answers 429 with Retry-After after repeated failed authentications, even with a valid token', async () => {
     t = await buildTestApp({
       limits: limitsWith({ authFailures: 3 }),
@@ -399,6 +443,21 @@ describe('rate limits', () => {
     expectError(await from('203.0.113.1', 'plnt_guess'), 401);
     expectError(await from('203.0.113.1', t.token), 429);
     expect((await from('203.0.113.2', t.token)).status).toBe(200);
+  });
+
+  it.each([
+    ['a port after an IPv4 address', '203.0.113.1', '203.0.113.1:1234'],
+    ['a port after a bracketed IPv6 address', '2001:db8::1', '[2001:db8::1]:443'],
+    ['IPv6 brackets', '2001:db8::1', '[2001:db8::1]'],
+    ['another value that is not an address', 'not an address', '010.000.000.001'],
+  ])('counts %s as the same client', async (_, first, second) => {
+    t = await buildTestApp({ trustProxyHops: 1, limits: limitsWith({ authFailures: 2 }) });
+    const from = (ip: string, token: string) => create(1, token).set('X-Forwarded-For', ip);
+    expectError(await from(first, 'plnt_guess'), 401);
+    expectError(await from(first, 'plnt_guess'), 401);
+
+    expectError(await from(second, t.token), 429);
+    expect((await from('203.0.113.9', t.token)).status).toBe(200);
   });
 
   it('lets a blocked address authenticate again once its window has passed', async () => {
