@@ -26,7 +26,8 @@ function toOriginForm(req: http.IncomingMessage): void {
     req.url = url.pathname + url.search + url.hash;
   } catch {
     markUnparseableTarget(req);
-    req.url = `/#${target}`;
+    // Kept for the log line, without the credentials a `user:password@` before the host would give.
+    req.url = `/#${target.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#@]*@/, '$1')}`;
   }
 }
 

@@ -90,6 +90,15 @@ describe('request targets and framing', () => {
     },
   );
 
+  it('logs an absolute-form target that is not a URL without the credentials in it', async () => {
+    const outcome = await send('GET http://user:s3cret@x:99999/healthz HTTP/1.1\r\nHost: x');
+    expect(errorOf(outcome).status).toBe(400);
+
+    const line = await requestLineOf(server, outcome.response!.headers['x-request-id'] as string);
+    expect(line).toMatchObject({ req: { method: 'GET', path: '/#http://x:99999/healthz' } });
+    expect(JSON.stringify(line)).not.toContain('s3cret');
+  });
+
   it('stores nothing sent to an absolute-form target that is not a URL, and still serves valid ones', async () => {
     expect(errorOf(await post('http://x:99999/plants', '{"id": 3, "name": "c"}')).status).toBe(400);
     expect(errorOf(await post('/plants', '{"id": 3, "name": "c"}')).status).toBe(200);
