@@ -86,6 +86,8 @@ function writeAnswer(
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\n` +
       `X-Request-Id: ${reqId}\r\n` +
+      // RFC 9110 section 6.6.1: an origin server with a clock sends Date with every 4xx.
+      `Date: ${new Date().toUTCString()}\r\n` +
       (answer.headers ?? '') +
       'Content-Type: application/json; charset=utf-8\r\n' +
       'X-Content-Type-Options: nosniff\r\n' +

@@ -97,6 +97,13 @@ describe('a malformed request pipelined after others', () => {
     expect(JSON.parse(created!.body.toString())).toEqual({ name: 'x' });
     expect(refused?.status).toBe(400);
     expect(refused?.headers['connection']).toBe('close');
+    // An HTTP date (RFC 9110 section 5.6.7) of the answer's second.
+    expect(refused?.headers['date']).toMatch(
+      /^[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT$/,
+    );
+    expect(Math.abs(Date.parse(refused!.headers['date'] as string) - Date.now())).toBeLessThan(
+      5_000,
+    );
     expect(JSON.parse(refused!.body.toString())).toEqual(UNPARSEABLE);
     expect(more).toEqual([]);
     expect(closedByServer).toBe(true);
@@ -293,6 +300,7 @@ describe('a CONNECT request', () => {
     const [answer, ...more] = responsesIn(data);
     expect(answer?.status).toBe(405);
     expect(answer!.headers['allow']).toBe('');
+    expect(answer!.headers['date']).toBeDefined();
     expect(answer!.headers['x-request-id']).toBe('mine-connect');
     expect(JSON.parse(answer!.body.toString())).toEqual({
       error: 405,
