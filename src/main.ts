@@ -118,15 +118,14 @@ function serve(
       shuttingDown = true;
       closeGracefully(server, config.http.shutdownTimeoutMs)
         .then(() => store.close())
+        // The lines of the requests that finished during the drain come before the last one.
+        .finally(flushRequestLines)
         .then(
           () => {
-            // The lines of the requests that finished during the drain come before this one.
-            flushRequestLines();
             logger.info('stopped');
             resolve(code);
           },
           (error: unknown) => {
-            flushRequestLines();
             logger.error({ err: error }, 'closing the store failed');
             resolve(1);
           },

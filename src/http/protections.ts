@@ -119,8 +119,14 @@ function tooMany(message: string, retryAfter: string): HttpProblem {
 
 const AUTH_MESSAGE = 'Too many failed authentications from this address; try again later.';
 
-/** Keys with a window of their own, beyond which the windows that have ended are dropped. */
+/** Keys a limiter's map holds before the entries whose time has passed are dropped from it. */
 const PRUNE_AT_KEYS = 10_000;
+
+/** Once `map` holds PRUNE_AT_KEYS keys, drops the entries whose time (`endsAt`) has passed. */
+function pruneEnded<V>(map: Map<string, V>, now: number, endsAt: (value: V) => number): void {
+  if (map.size < PRUNE_AT_KEYS) return;
+  for (const [key, value] of map) if (endsAt(value) <= now) map.delete(key);
+}
 
 /**
  * Hits per key in fixed windows of `windowMs`, counted synchronously, so that each of a burst of
@@ -135,9 +141,7 @@ class WindowCounts {
   hit(key: string, now: number): { readonly hits: number; readonly endsAt: number } {
     let window = this.windows.get(key);
     if (window === undefined || window.endsAt <= now) {
-      if (this.windows.size >= PRUNE_AT_KEYS) {
-        for (const [k, w] of this.windows) if (w.endsAt <= now) this.windows.delete(k);
-      }
+      pruneEnded(this.windows, now, (ended) => ended.endsAt);
       window = { hits: 0, endsAt: now + this.windowMs };
       this.windows.set(key, window);
     }
@@ -193,8 +197,7 @@ export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs:
   };
   const block = (key: string, until: number, now: number) => {
     // Bounded by the addresses that failed `limit` times within one window; expired ones go first.
-    if (blocked.size >= PRUNE_AT_KEYS)
-      for (const [k, u] of blocked) if (u <= now) blocked.delete(k);
+    pruneEnded(blocked, now, (blockedUntil) => blockedUntil);
     blocked.set(key, until);
   };
   return {

@@ -6,6 +6,7 @@ import type { RateLimits } from '../../src/http/protections';
 import { createRequestLog, flushRequestLines } from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
+import { responsesIn } from '../reliability/support/raw';
 import { buildTestApp, expectError, TEST_STORE, type TestApp } from '../support/test-app';
 
 let t: TestApp;
@@ -381,16 +382,16 @@ async function pipelined(requests: readonly string[]): Promise<number[]> {
   await once(server, 'listening');
   try {
     const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
-    let received = '';
-    socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
-    socket.write(requests.join(''));
-    const statuses = () => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => Number(m[1]));
-    const deadline = Date.now() + 5_000;
-    while (statuses().length < requests.length && Date.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    socket.destroy();
-    return statuses();
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    // The last asks to close, so the connection ends after the last answer.
+    const last = requests[requests.length - 1]!.replace(
+      /\r\n\r\n$/,
+      '\r\nConnection: close\r\n\r\n',
+    );
+    socket.write([...requests.slice(0, -1), last].join(''));
+    await once(socket, 'close');
+    return responsesIn(Buffer.concat(chunks)).map((response) => response.status);
   } finally {
     server.close();
   }
