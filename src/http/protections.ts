@@ -4,6 +4,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Principal } from '../service/tokens-service';
+import { ExpiringMap } from './expiring-map';
 import { HttpProblem } from './http-error';
 import { routedOperation } from './route-gate';
 
@@ -119,31 +120,23 @@ function tooMany(message: string, retryAfter: string): HttpProblem {
 
 const AUTH_MESSAGE = 'Too many failed authentications from this address; try again later.';
 
-/** Keys a limiter's map holds before the entries whose time has passed are dropped from it. */
-const PRUNE_AT_KEYS = 10_000;
-
-/** Once `map` holds PRUNE_AT_KEYS keys, drops the entries whose time (`endsAt`) has passed. */
-function pruneEnded<V>(map: Map<string, V>, now: number, endsAt: (value: V) => number): void {
-  if (map.size < PRUNE_AT_KEYS) return;
-  for (const [key, value] of map) if (endsAt(value) <= now) map.delete(key);
-}
-
 /**
  * Hits per key in fixed windows of `windowMs`, counted synchronously, so that each of a burst of
  * requests (pipelined in one read, or arriving together) sees its own count: a store that answers
  * through a promise hands each its count only after the whole burst has been counted.
  */
 class WindowCounts {
-  private readonly windows = new Map<string, { hits: number; endsAt: number }>();
+  private readonly windows = new ExpiringMap<{ hits: number; endsAt: number }>(
+    (window) => window.endsAt,
+  );
   constructor(private readonly windowMs: number) {}
 
   /** Counts a hit for `key` at `now`: the hits of its window so far, and when that window ends. */
   hit(key: string, now: number): { readonly hits: number; readonly endsAt: number } {
     let window = this.windows.get(key);
     if (window === undefined || window.endsAt <= now) {
-      pruneEnded(this.windows, now, (ended) => ended.endsAt);
       window = { hits: 0, endsAt: now + this.windowMs };
-      this.windows.set(key, window);
+      this.windows.set(key, window, now);
     }
     window.hits++;
     return { hits: window.hits, endsAt: window.endsAt };
@@ -182,7 +175,7 @@ export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs:
 } {
   const failures = new WindowCounts(windowMs);
   /** Blocked addresses and when each may try again (ms since the epoch). */
-  const blocked = new Map<string, number>();
+  const blocked = new ExpiringMap<number>((blockedUntil) => blockedUntil);
   const keyOf = (req: Request) => clientKey(req.ip ?? req.socket.remoteAddress);
   /** The 429 for a blocked address, or undefined. */
   const refusal = (req: Request): HttpProblem | undefined => {
@@ -194,11 +187,6 @@ export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs:
     if (until > now) return tooMany(AUTH_MESSAGE, retryAfterSeconds(until, now));
     blocked.delete(key);
     return undefined;
-  };
-  const block = (key: string, until: number, now: number) => {
-    // Bounded by the addresses that failed `limit` times within one window; expired ones go first.
-    pruneEnded(blocked, now, (blockedUntil) => blockedUntil);
-    blocked.set(key, until);
   };
   return {
     around(authenticate) {
@@ -214,7 +202,7 @@ export function authFailureLimit({ limit, windowMs }: { limit: number; windowMs:
           const key = keyOf(req);
           const now = Date.now();
           const { hits, endsAt } = failures.hit(key, now);
-          if (hits >= limit) block(key, endsAt, now);
+          if (hits >= limit) blocked.set(key, endsAt, now);
           next(hits > limit ? tooMany(AUTH_MESSAGE, retryAfterSeconds(endsAt, now)) : error);
         });
       };
