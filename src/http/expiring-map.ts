@@ -7,12 +7,13 @@ const CAPACITY_KEYS = 100_000;
 /**
  * A map of entries that each end at a time (`endsAt`), for what a limiter keeps per client. The
  * ended entries are swept out when a new key would make the map twice the size it had after its
- * last sweep (and at least `firstSweepAt`): each sweep reads every entry, so sweeping only after the
- * map has doubled costs an insertion O(1) on average however many keys are live at once, while the
- * map holds at most twice the entries live at its last sweep (or `firstSweepAt`). Past `capacity`
- * keys the one set first goes, so no number of clients can grow it further: whoever makes that many
- * new keys within an entry's life (that many client addresses, say) gets no more from the eviction
- * than the keys themselves already give.
+ * last sweep (at least `firstSweepAt`, at most `capacity`): each sweep reads every entry, so
+ * sweeping only after the map has doubled costs an insertion O(1) on average however many keys are
+ * live at once. If a sweep leaves it at `capacity`, the tenth of it set first goes, live or not, so
+ * no number of clients can grow it further (and, a tenth at a time, the next sweep comes a tenth of
+ * the capacity later: at most about ten reads an insertion). Whoever makes that many new keys
+ * within an entry's life (that many client addresses, say) gains nothing from the eviction that the
+ * keys themselves did not already give.
  */
 export class ExpiringMap<V> {
   private readonly entries = new Map<string, V>();
@@ -40,7 +41,7 @@ export class ExpiringMap<V> {
 
   /**
    * Sets `key`'s entry; a new key may first sweep out the entries ended at `now`, and at capacity
-   * drops the key set first.
+   * drops the keys set first.
    */
   set(key: string, value: V, now: number): void {
     if (!this.entries.has(key)) {
@@ -48,12 +49,26 @@ export class ExpiringMap<V> {
         for (const [ended, entry] of this.entries) {
           if (this.endsAt(entry) <= now) this.entries.delete(ended);
         }
-        this.sweepAt = Math.max(this.firstSweepAt, 2 * this.entries.size);
+        this.sweepAt = Math.min(
+          this.capacity,
+          Math.max(this.firstSweepAt, 2 * this.entries.size),
+        );
       }
-      if (this.entries.size >= this.capacity) {
-        this.entries.delete(this.entries.keys().next().value as string);
-      }
+      if (this.entries.size >= this.capacity) this.evictOldest();
     }
     this.entries.set(key, value);
+  }
+
+  /**
+   * Drops the tenth of the capacity set first, in one walk: V8 keeps a deleted entry's slot until
+   * it rebuilds the table, so dropping one key at a time from the front would walk past every
+   * earlier deletion each time (a new key at a capacity of 100,000 cost 22 µs, then 155 µs).
+   */
+  private evictOldest(): void {
+    let left = Math.ceil(this.capacity / 10);
+    for (const key of this.entries.keys()) {
+      this.entries.delete(key);
+      if (--left === 0) return;
+    }
   }
 }

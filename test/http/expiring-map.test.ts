@@ -76,14 +76,37 @@ describe('ExpiringMap', () => {
     expect(map.get('client-19999')).toBe(20_999);
   });
 
-  it('past its capacity drops the key set first, live or not', () => {
-    const { map } = counted(4, 6);
+  it('at its capacity drops the tenth of it set first, live or not', () => {
+    const { map } = counted(4, 20);
 
-    for (let i = 0; i < 10; i++) map.set(`client-${i}`, Number.MAX_SAFE_INTEGER, i);
+    for (let i = 0; i < 21; i++) map.set(`client-${i}`, Number.MAX_SAFE_INTEGER, i);
+
+    expect(map.size).toBe(19);
+    expect([map.get('client-0'), map.get('client-1')]).toStrictEqual([undefined, undefined]);
+    expect(map.get('client-2')).toBe(Number.MAX_SAFE_INTEGER);
+    expect(map.get('client-20')).toBe(Number.MAX_SAFE_INTEGER);
+  });
+
+  it('at its capacity sweeps out the ended entries before it drops live ones', () => {
+    const { map } = counted(4, 10);
+    for (let i = 0; i < 5; i++) map.set(`ended-${i}`, 1, 0);
+    for (let i = 0; i < 5; i++) map.set(`live-${i}`, 100, 0);
+
+    map.set('new', 100, 2);
 
     expect(map.size).toBe(6);
-    expect(map.get('client-3')).toBeUndefined();
-    expect(map.get('client-4')).toBe(Number.MAX_SAFE_INTEGER);
-    expect(map.get('client-9')).toBe(Number.MAX_SAFE_INTEGER);
+    expect(map.get('ended-0')).toBeUndefined();
+    expect(map.get('live-0')).toBe(100);
+  });
+
+  it('reads at most about ten entries an insertion at its capacity with every key live', () => {
+    const { map, reads } = counted(100, 1_000);
+    const keys = 50_000;
+
+    for (let i = 0; i < keys; i++) map.set(`client-${i}`, Number.MAX_SAFE_INTEGER, i);
+
+    expect(map.size).toBeLessThanOrEqual(1_000);
+    // A sweep of 1,000 entries, then a tenth dropped, every 100 insertions.
+    expect(reads()).toBeLessThan(11 * keys);
   });
 });
