@@ -16,7 +16,12 @@ import {
   type RateLimits,
 } from './http/protections';
 import { createRequestLog } from './http/request-log';
-import { checkRequestTarget, createRouteGate, methodNotAllowed } from './http/route-gate';
+import {
+  checkRequestTarget,
+  createRouteGate,
+  methodNotAllowed,
+  refuseUndeclaredQuery,
+} from './http/route-gate';
 import { createValidator } from './http/validator';
 import { createServiceHandlers, type Readiness } from './http/service-handlers';
 import type { Logger } from './logger';
@@ -86,6 +91,7 @@ export function createApp(deps: AppDeps): Express {
       createRouteGate(deps.document.routes, cors),
       authFailures.around(createBearerAuth((secret) => deps.tokens.verify(secret))),
       tokenLimit,
+      refuseUndeclaredQuery,
       createJsonBody({ limit: deps.bodyLimitBytes }),
       ...createValidator(deps.document, deps.validateResponses),
       createOperationsRouter(deps.document.routes, {

@@ -9,6 +9,8 @@ export interface OperationInfo {
   readonly operationId: string;
   readonly secured: boolean;
   readonly hasRequestBody: boolean;
+  /** Whether it declares any query parameter (on itself or on its path). */
+  readonly takesQuery: boolean;
 }
 
 /** A path of the contract: its matcher and its operations by upper-case method. */
@@ -55,6 +57,23 @@ function compileTemplate(template: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
+/** Whether any of `parameters` (objects or local `$ref`s to them) is in the query. */
+function declaresQuery(spec: Record<string, unknown>, parameters: unknown): boolean {
+  if (!Array.isArray(parameters)) return false;
+  return parameters.some((parameter: Record<string, unknown>) => {
+    const ref = parameter['$ref'];
+    const resolved =
+      typeof ref === 'string' && ref.startsWith('#/')
+        ? ref
+            .slice(2)
+            .split('/')
+            .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+            .reduce<unknown>((node, part) => (node as Record<string, unknown>)?.[part], spec)
+        : parameter;
+    return (resolved as Record<string, unknown> | undefined)?.['in'] === 'query';
+  });
+}
+
 function readRoutes(spec: Record<string, unknown>): RouteInfo[] {
   const globalSecurity = (spec['security'] as unknown[] | undefined) ?? [];
   const paths = (spec['paths'] ?? {}) as Record<string, Record<string, unknown>>;
@@ -68,6 +87,8 @@ function readRoutes(spec: Record<string, unknown>): RouteInfo[] {
         operationId: String(operation['operationId']),
         secured: security.length > 0,
         hasRequestBody: operation['requestBody'] !== undefined,
+        takesQuery:
+          declaresQuery(spec, item['parameters']) || declaresQuery(spec, operation['parameters']),
       });
     }
     const parameters = [...template.matchAll(/\{([^}/]+)\}/g)].map((match) => match[1]!);

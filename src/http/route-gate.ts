@@ -70,6 +70,44 @@ export function checkRequestTarget(req: Request): void {
   }
 }
 
+/** The first parameter's name in the query of `url`, or undefined for none (no query, `?`, `?&`). */
+function firstQueryName(url: string): string | undefined {
+  const start = url.indexOf('?');
+  if (start === -1) return undefined;
+  const first = url
+    .slice(start + 1)
+    .split('&')
+    .find((parameter) => parameter !== '');
+  if (first === undefined) return undefined;
+  let name = first.split('=', 1)[0]!.replace(/\+/g, ' ');
+  try {
+    name = decodeURIComponent(name);
+  } catch {
+    // A malformed percent-encoding is shown as sent.
+  }
+  // `a[0]` is the parameter `a` in the bracket notation the validator reads.
+  const bracket = name.indexOf('[');
+  return bracket > 0 ? name.slice(0, bracket) : name;
+}
+
+/**
+ * Answers the validator's 400 for an unknown query parameter to a routed operation that declares
+ * none, after authentication, before the validator: the validator would merge the query's bracketed
+ * names (`a[0]=1&a[1]=1...`) one copy of the whole object at a time, which took 150 ms a request of
+ * 1,000 names. This reads the first name only. An empty query (`?`, `?&`) passes, as before.
+ */
+export const refuseUndeclaredQuery: RequestHandler = (req, res, next) => {
+  if (routedOperation(res)?.takesQuery !== false) return next();
+  const name = firstQueryName(req.url);
+  if (name === undefined) return next();
+  throw new HttpProblem(
+    400,
+    name === ''
+      ? 'request/query is not allowed: the operation takes no query parameters'
+      : `request/query/${name} is not allowed: the query parameter is unknown`,
+  );
+};
+
 /** The 405 to `method` on the resource at `template`, with the methods it allows. */
 export function methodNotAllowed(method: string, template: string, allow: string): HttpProblem {
   return new HttpProblem(405, `${method} is not allowed on ${template}; allowed: ${allow}.`, {

@@ -40,6 +40,37 @@ describe('routing', () => {
   );
 });
 
+describe('query strings (no operation takes a query parameter)', () => {
+  it.each([
+    ['/healthz?x=1', 'request/query/x is not allowed: the query parameter is unknown'],
+    ['/healthz?&&x=1&y=2', 'request/query/x is not allowed: the query parameter is unknown'],
+    ['/healthz?a%5B0%5D=1', 'request/query/a is not allowed: the query parameter is unknown'],
+    ['/healthz?[x]=1', 'request/query/[x] is not allowed: the query parameter is unknown'],
+    ['/healthz?%zz', 'request/query/%zz is not allowed: the query parameter is unknown'],
+    ['/healthz?=1', 'request/query is not allowed: the operation takes no query parameters'],
+    [
+      `/openapi.json?${Array.from({ length: 1000 }, (_, i) => `a[${i}]=1`).join('&')}`,
+      'request/query/a is not allowed: the query parameter is unknown',
+    ],
+  ])('GET %s answers 400: %s', async (target, message) => {
+    const res = await request(t.app).get(target);
+    expectError(res, 400);
+    expect(res.body.message).toBe(message);
+  });
+
+  it.each(['/healthz?', '/healthz?&'])('GET %s has no parameter: 200', async (target) => {
+    expect((await request(t.app).get(target)).status).toBe(200);
+  });
+
+  it('checks the token first: a query to a secured operation without one answers 401', async () => {
+    expectError(await request(t.app).delete('/plants/1?x=1'), 401);
+    const res = await request(t.app)
+      .delete('/plants/1?x=1')
+      .set('Authorization', `Bearer ${t.token}`);
+    expectError(res, 400, /request\/query\/x/);
+  });
+});
+
 describe('unauthenticated endpoints', () => {
   it('GET /healthz answers 200 {status: "ok"}', async () => {
     const res = await request(t.app).get('/healthz');
