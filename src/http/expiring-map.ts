@@ -49,10 +49,7 @@ export class ExpiringMap<V> {
         for (const [ended, entry] of this.entries) {
           if (this.endsAt(entry) <= now) this.entries.delete(ended);
         }
-        this.sweepAt = Math.min(
-          this.capacity,
-          Math.max(this.firstSweepAt, 2 * this.entries.size),
-        );
+        this.sweepAt = Math.min(this.capacity, Math.max(this.firstSweepAt, 2 * this.entries.size));
       }
       if (this.entries.size >= this.capacity) this.evictOldest();
     }
