@@ -13,6 +13,19 @@ export interface Readiness {
 
 const RETRY = { 'Retry-After': '1' };
 
+/**
+ * `check`, with the calls made while one is in flight sharing it: a burst of probes costs the store
+ * one query, not one each. Over PostgreSQL each query takes a connection of the pool, and 5,000
+ * probes pipelined on one connection queued 5,000 of them ahead of the requests' own statements.
+ */
+function sharedWhileInFlight(check: () => Promise<void>): () => Promise<void> {
+  let inFlight: Promise<void> | undefined;
+  return () =>
+    (inFlight ??= check().finally(() => {
+      inFlight = undefined;
+    }));
+}
+
 /** Handlers of the unauthenticated operations: the probes and the published contract. */
 export function createServiceHandlers(
   document: OpenApiDocument,
@@ -23,12 +36,13 @@ export function createServiceHandlers(
     RequestHandler
   >
 > {
+  const checkStore = sharedWhileInFlight(() => readiness.checkStore());
   return {
     async getReadiness(_req, res) {
       if (readiness.isShuttingDown())
         throw new HttpProblem(503, 'The service is shutting down.', RETRY);
       try {
-        await readiness.checkStore();
+        await checkStore();
       } catch (error) {
         // Answered by the error handler's one mapping for an unavailable store: 503, Retry-After.
         throw error instanceof StoreUnavailableError

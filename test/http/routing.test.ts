@@ -1,6 +1,8 @@
 import fs from 'node:fs';
+import express from 'express';
 import request from 'supertest';
-import { contractJson } from '../../src/http/openapi-document';
+import { contractJson, loadOpenApiDocument } from '../../src/http/openapi-document';
+import { createServiceHandlers } from '../../src/http/service-handlers';
 import { loadSpec } from '../contract/support/spec';
 import { buildTestApp, expectError, SPEC_PATH, type TestApp } from '../support/test-app';
 
@@ -82,6 +84,42 @@ describe('unauthenticated endpoints', () => {
     const res = await request(t.app).get('/readyz');
     expect(res.status).toBe(200);
     expect(res.body).toStrictEqual({ status: 'ready' });
+  });
+
+  it('GET /readyz probes that arrive while the store is being checked share that check', async () => {
+    let checks = 0;
+    let arrived = 0;
+    const held: (() => void)[] = [];
+    const release = () => held.splice(0).forEach((resolve) => resolve());
+    const handlers = createServiceHandlers(loadOpenApiDocument(SPEC_PATH), {
+      checkStore: async () => {
+        checks++;
+        await new Promise<void>((resolve) => held.push(resolve));
+        await t.store.ping();
+      },
+      isShuttingDown: () => false,
+    });
+    const app = express();
+    app.get('/readyz', (req, res, next) => {
+      arrived++;
+      return handlers.getReadiness(req, res, next);
+    });
+    const probe = () =>
+      request(app)
+        .get('/readyz')
+        .then((res) => res.status);
+
+    const burst = Array.from({ length: 10 }, probe);
+    while (arrived < 10) await new Promise((resolve) => setTimeout(resolve, 5));
+    release();
+
+    expect(await Promise.all(burst)).toStrictEqual(Array(10).fill(200));
+    expect(checks).toBe(1);
+    const later = probe();
+    while (arrived < 11) await new Promise((resolve) => setTimeout(resolve, 5));
+    release();
+    expect(await later).toBe(200);
+    expect(checks).toBe(2);
   });
 
   it('GET /readyz answers 503 with Retry-After once the store is gone, while /healthz stays 200', async () => {
