@@ -81,6 +81,24 @@ export function createTokensService({
     store.tokenChanges === undefined
       ? undefined
       : new VerifiedTokens<VerifiedToken>(store.tokenChanges, VERIFIED_TOKENS_CAPACITY);
+  /**
+   * By token id, when this process last began to record the token's use (ms since the epoch):
+   * requests that find a token due at the same time (every look-up in flight read the old time)
+   * record it once, not once each. Holds the tokens this process has seen in use.
+   */
+  const touchedAt = new Map<string, number>();
+  const touch = async (id: string, at: Date): Promise<void> => {
+    const last = touchedAt.get(id);
+    if (last !== undefined && !dueForTouch(new Date(last), at)) return;
+    touchedAt.set(id, at.getTime());
+    try {
+      await store.touchToken(id, at);
+    } catch (error) {
+      // Not recorded: the next request tries again.
+      if (touchedAt.get(id) === at.getTime()) touchedAt.delete(id);
+      throw error;
+    }
+  };
   return {
     async issue(name) {
       const trimmed = name.trim();
@@ -106,7 +124,7 @@ export function createTokensService({
       if (token === undefined) return undefined;
       let lastUsedAt = token.lastUsedAt;
       if (dueForTouch(lastUsedAt, at)) {
-        await store.touchToken(token.id, at);
+        await touch(token.id, at);
         lastUsedAt = at;
       }
       const principal = Object.freeze({ tokenId: token.id, tokenName: token.name });

@@ -214,6 +214,36 @@ describe('createTokensService', () => {
         expect(lookups).toBe(2);
       });
 
+      it('records the use of a token once for the calls that find it due together', async () => {
+        let touches = 0;
+        const { tokenChanges, ...unwatched } = store;
+        expect(tokenChanges).toBeDefined();
+        for (const [kind, inner] of [
+          ['watched', store],
+          ['unwatched', unwatched],
+        ] as const) {
+          touches = 0;
+          const counted = createTokensService({
+            store: wrapStoreMethods(inner, (name, method) => (...args) => {
+              if (name === 'touchToken') touches++;
+              return method(...args);
+            }),
+            now: () => new Date(nowMs),
+          });
+          const { id, secret } = await counted.issue(kind);
+
+          const principals = await Promise.all(
+            Array.from({ length: 20 }, () => counted.verify(secret)),
+          );
+          expect(principals.every((principal) => principal?.tokenId === id)).toBe(true);
+          expect(touches).toBe(1);
+
+          advance(LAST_USED_GRANULARITY_MS);
+          await Promise.all(Array.from({ length: 20 }, () => counted.verify(secret)));
+          expect(touches).toBe(2);
+        }
+      });
+
       it('reads the store on every call when the store has no token watch', async () => {
         const { tokenChanges, ...unwatched } = store;
         expect(tokenChanges).toBeDefined();
