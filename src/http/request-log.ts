@@ -35,6 +35,15 @@ export interface FinishedRequest {
 
 type Level = 'info' | 'warn' | 'error';
 
+/** The field of a request line whose client went away before its answer was written whole. */
+const ABORTED = ',"aborted":true';
+
+/**
+ * The status a request line gives a request whose client went away before any answer was written
+ * (nginx's "client closed request"); one whose answer began keeps that answer's status.
+ */
+export const CLIENT_CLOSED_REQUEST = 499;
+
 /** What JSON.stringify escapes in a string: quote, backslash, control characters, lone surrogates. */
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
 const NEEDS_ESCAPE = /["\\\u0000-\u001f\ud800-\udfff]/;
@@ -88,6 +97,7 @@ function requestLineWriter(logger: Logger) {
       path: string;
       status: number;
       latencyMs: number;
+      aborted: boolean;
     },
   ): void => {
     if (!logger.isLevelEnabled(level)) return;
@@ -99,7 +109,8 @@ function requestLineWriter(logger: Logger) {
     pending +=
       `{"level":${logger.levels.values[level]}${time()}${bindings},"reqId":${jsonString(line.reqId)}${operation}` +
       `,"req":{"method":${jsonString(line.method)},"path":${jsonString(line.path)}}` +
-      `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}${message}`;
+      `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}` +
+      `${line.aborted ? ABORTED : ''}${message}`;
     if (!scheduled) {
       scheduled = true;
       pendingFlushes.add(flush);
@@ -110,10 +121,12 @@ function requestLineWriter(logger: Logger) {
 
 /**
  * Gives every request an id, echoed in `X-Request-Id` on every response (errors included), and
- * when the response is written logs one line: id, operationId, method, path (never the query),
- * status, latency; headers and bodies are never logged. `onFinish` (the metrics) hears of the same
- * moment. One listener per request and no per-request child logger: pino-http's child logger was
- * a fifth of a request's time under load (see README, "Operating it").
+ * when the response is written, or its client goes away first, logs one line: id, operationId,
+ * method, path (never the query), status, latency, and `aborted: true` when the client went away
+ * before the answer was written whole (status 499 if no answer had begun); headers and bodies are
+ * never logged. `onFinish` (the metrics) hears of the same moment. One listener per request and no
+ * per-request child logger: pino-http's child logger was a fifth of a request's time under load
+ * (see README, "Operating it").
  */
 export function createRequestLog(
   logger: Logger,
@@ -128,14 +141,16 @@ export function createRequestLog(
     const path = pathOf(req.url);
     res.locals['requestId'] = reqId;
     res.setHeader('X-Request-Id', reqId);
-    res.once('finish', () => {
+    // 'close' comes after 'finish', or without it when the connection ends first.
+    res.once('close', () => {
       const milliseconds = performance.now() - started;
-      const status = res.statusCode;
+      const aborted = !res.writableFinished;
+      const status = aborted && !res.headersSent ? CLIENT_CLOSED_REQUEST : res.statusCode;
       const operationId = routedOperation(res)?.operationId;
       // 503 is expected while the store is away or the instance drains: a warning, not an error.
       const level = status === 503 ? 'warn' : status >= 500 ? 'error' : 'info';
       const latencyMs = Math.round(milliseconds * 10) / 10;
-      writeLine(level, { reqId, operationId, method, path, status, latencyMs });
+      writeLine(level, { reqId, operationId, method, path, status, latencyMs, aborted });
       onFinish?.({ method, operationId, status, seconds: milliseconds / 1000 });
     });
     next();

@@ -13,7 +13,7 @@ import {
   tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
-import { logLinesOf, waitFor } from '../support/log-lines';
+import { logLinesOf, requestLineOf, waitFor } from '../support/log-lines';
 import { startTcpProxy, type TcpProxy } from '../support/tcp-proxy';
 
 /** What a client waits at most; every answer during an outage must come well before it. */
@@ -98,6 +98,29 @@ describeWithPostgres('PostgreSQL outages', () => {
     expect((await timed('DELETE', '/plants/1')).res.status).toBe(204);
     expect((await timed('DELETE', '/plants/2')).res.status).toBe(404);
     expect(server.process.exitCode).toBeNull();
+  });
+
+  it('logs a request whose client gave up while the database did not answer: 499, aborted', async () => {
+    proxy.blackhole();
+    const giveUp = new AbortController();
+    const call = fetch(`${server.baseUrl}/readyz`, {
+      headers: { 'X-Request-Id': 'gave-up' },
+      signal: giveUp.signal,
+    });
+    setTimeout(() => giveUp.abort(), 300);
+    await expect(call).rejects.toThrow();
+
+    expect(await requestLineOf(server, 'gave-up')).toMatchObject({
+      operationId: 'getReadiness',
+      req: { method: 'GET', path: '/readyz' },
+      res: { status: 499 },
+      aborted: true,
+    });
+    await proxy.restore();
+    await waitUntilReady();
+    // The 503 the handler wrote later, into the closed connection, made no second request line.
+    const lines = logLinesOf(server).filter((line) => line['reqId'] === 'gave-up');
+    expect(lines.filter((line) => line['message'] === 'request')).toHaveLength(1);
   });
 
   it('answers 503 within the connect time-out while the database host does not answer at all', async () => {

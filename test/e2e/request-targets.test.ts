@@ -45,6 +45,17 @@ const post = (target: string, body: string) =>
     body,
   );
 
+describe('the request line of an answered request', () => {
+  it('has no aborted field when the answer was written whole', async () => {
+    const outcome = await send('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: answered');
+    expect(outcome.response?.status).toBe(200);
+
+    const line = await requestLineOf(server, 'answered');
+    expect(line).toMatchObject({ res: { status: 200 } });
+    expect(line).not.toHaveProperty('aborted');
+  });
+});
+
 describe('request targets and framing', () => {
   it('validates an absolute-form target exactly like its origin form', async () => {
     expect(errorOf(await post('http://127.0.0.1/plants', '{"id": 1, "name": ""}'))).toEqual({

@@ -131,6 +131,8 @@ describe('request logs', () => {
     const finishOne = (n: number) => {
       const res = Object.assign(new EventEmitter(), {
         statusCode: 204,
+        headersSent: true,
+        writableFinished: true,
         locals: {} as Record<string, unknown>,
         setHeader: () => undefined,
       });
@@ -140,6 +142,7 @@ describe('request logs', () => {
         () => undefined,
       );
       res.emit('finish');
+      res.emit('close');
     };
     finishOne(1);
     finishOne(2);
