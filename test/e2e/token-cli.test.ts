@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import {
   cleanupChildren,
   runTokenCli,
@@ -119,6 +120,33 @@ describe('control characters in token names', () => {
       stderr: 'A token name must not hold control characters.\n',
     });
     expect((await cliListJson(sqlitePath)).tokens).toStrictEqual([]);
+  });
+
+  it('lists 150,000 tokens as a table', async () => {
+    const sqlitePath = tempSqlitePath();
+    const store = openSqlitePlantStore({
+      path: sqlitePath,
+      synchronous: 'OFF',
+      busyTimeoutMs: 1000,
+    });
+    await store.close();
+    const db = new Database(sqlitePath);
+    const insert = db.prepare(
+      'INSERT INTO tokens (id, name, hash, created_at) VALUES (?, ?, ?, ?)',
+    );
+    db.transaction(() => {
+      for (let i = 0; i < 150_000; i++) {
+        insert.run(i.toString(16).padStart(12, '0'), `t${i}`, i.toString(16).padStart(64, '0'), i);
+      }
+    })();
+    db.close();
+
+    const table = await runTokenCli(['list'], { SQLITE_PATH: sqlitePath });
+
+    expect(table).toMatchObject({ code: 0, stderr: '' });
+    const lines = table.stdout.trimEnd().split('\n');
+    expect(lines).toHaveLength(150_001);
+    expect(lines[150_000]?.split(/\s{2,}/).slice(0, 2)).toStrictEqual(['0000000249ef', 't149999']);
   });
 
   it('shows those of a name stored before they were refused as escapes, in the table and in --json, which parses to the exact name', async () => {
