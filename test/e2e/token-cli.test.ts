@@ -126,7 +126,7 @@ describe('control characters in token names', () => {
     const sqlitePath = tempSqlitePath();
     const store = openSqlitePlantStore({
       path: sqlitePath,
-      synchronous: 'OFF',
+      synchronous: 'NORMAL',
       busyTimeoutMs: 1000,
     });
     await store.close();
