@@ -66,13 +66,30 @@ async function firstToken(
 }
 
 /**
+ * Bytes of log lines standard output may have waiting before further lines are dropped: when
+ * nothing reads it (a log shipper that hangs), the lines would otherwise be held without bound.
+ */
+const STDOUT_HELD_BYTES = 16 * 1024 * 1024;
+
+/**
  * Standard output, written asynchronously so that logging never blocks a request. Lines are
  * written in batches of 8 KiB, or every 100 ms if fewer arrive: a write per line (on libuv's thread
  * pool) was a tenth of a request's CPU under load (README, "Operating it"). Start-up lines are
  * flushed at once, and everything is flushed before the process exits; a process killed outright
  * loses at most the last 100 ms of lines.
  */
-const stdout = pino.destination({ dest: 1, sync: false, minLength: 8192, periodicFlush: 100 });
+const stdout = pino.destination({
+  dest: 1,
+  sync: false,
+  minLength: 8192,
+  periodicFlush: 100,
+  maxLength: STDOUT_HELD_BYTES,
+});
+/** Log lines dropped because standard output had not taken STDOUT_HELD_BYTES waiting before them. */
+let droppedLogLines = 0;
+stdout.on('drop', (data: string | Buffer) => {
+  for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) droppedLogLines++;
+});
 
 function printDevelopmentToken(secret: string, url: string): void {
   // Through the same stream as the log, so it cannot overtake or be overtaken by a log line.
@@ -95,7 +112,9 @@ function serve(
   logger: Logger,
   onListening: (url: string) => void,
 ): Promise<number> {
-  const metrics = config.metrics ? createMetrics() : undefined;
+  const metrics = config.metrics
+    ? createMetrics({ droppedLogLines: () => droppedLogLines })
+    : undefined;
   const store = metrics?.instrumentStore(openedStore) ?? openedStore;
   let shuttingDown = false;
   const app = createApp({

@@ -20,18 +20,23 @@ export interface Metrics {
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
 
+/** A counter read off a running total at each scrape. */
+function totalCounter(registry: Registry, name: string, help: string, read: () => number): void {
+  new Counter({
+    name,
+    help,
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(read());
+    },
+  });
+}
+
 /** Counters read off the store's running totals at each scrape, so a commit only adds to numbers. */
 function registerCommitTotals(registry: Registry, totals: CommitTotals): void {
   const counter = (name: string, help: string, read: () => number) =>
-    new Counter({
-      name,
-      help,
-      registers: [registry],
-      collect() {
-        this.reset();
-        this.inc(read());
-      },
-    });
+    totalCounter(registry, name, help, read);
   counter(
     'sqlite_group_commits_total',
     'Group commits of the SQLite store whose writes were answered (committed and, under FULL, synced).',
@@ -49,10 +54,21 @@ function registerCommitTotals(registry: Registry, totals: CommitTotals): void {
   );
 }
 
-/** Prometheus metrics in a registry of their own (no global state), process metrics included. */
-export function createMetrics(): Metrics {
+/**
+ * Prometheus metrics in a registry of their own (no global state), process metrics included, and
+ * the log lines the process dropped when given their running total.
+ */
+export function createMetrics(options: { droppedLogLines?: () => number } = {}): Metrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry });
+  if (options.droppedLogLines !== undefined) {
+    totalCounter(
+      registry,
+      'log_lines_dropped_total',
+      'Log lines dropped because standard output had not taken the 16 MiB of lines before them.',
+      options.droppedLogLines,
+    );
+  }
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'HTTP requests answered, by contract operation, method and status.',

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi';
 import {
@@ -286,6 +287,34 @@ describe('stopping with a signal', () => {
 
     expect(await stopped).toBe(0);
     expect(Date.now() - gone).toBeLessThan(3_000);
+  }, 60_000);
+
+  it('drops log lines past 16 MiB waiting for a standard output nobody reads, and counts them', async () => {
+    const { server } = await startWithToken();
+    server.process.stdout?.pause();
+    const { hostname, port } = new URL(server.baseUrl);
+    // 404s to a path of 12,000 backslashes: a request line of about 24 KB each (escaped), 1,000 of
+    // them 24 MB, over the 16 MiB the process holds.
+    const request = `GET /${'\\'.repeat(12_000)} HTTP/1.1\r\nHost: x\r\n\r\n`;
+    for (let connection = 0; connection < 10; connection++) {
+      const answers = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(Number(port), hostname);
+        let text = '';
+        socket.on('data', (chunk: Buffer) => (text += chunk.toString('latin1')));
+        socket.on('close', () => resolve(text));
+        socket.on('error', reject);
+        socket.write(
+          request.repeat(99) + request.replace('\r\n\r\n', '\r\nConnection: close\r\n\r\n'),
+        );
+      });
+      expect(answers.match(/HTTP\/1\.1 404 /g)).toHaveLength(100);
+    }
+
+    const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
+    const dropped = Number(/^log_lines_dropped_total (\d+)$/m.exec(metrics)?.[1]);
+    expect(dropped).toBeGreaterThan(0);
+    expect(dropped).toBeLessThan(1_000);
+    expect((await fetch(`${server.baseUrl}/healthz`)).status).toBe(200);
   }, 60_000);
 
   // The stop handlers must be installed before "listening" is logged: ten tries catch a race.
