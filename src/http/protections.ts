@@ -4,7 +4,7 @@ import type { Request, RequestHandler, Response } from 'express';
 import { ipKeyGenerator } from 'express-rate-limit';
 import helmet from 'helmet';
 import type { Principal } from '../service/tokens-service';
-import { ExpiringMap } from './expiring-map';
+import { ExpiringMap } from '../expiring-map';
 import { HttpProblem } from './http-error';
 import { routedOperation } from './route-gate';
 
