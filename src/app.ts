@@ -91,8 +91,8 @@ export function createApp(deps: AppDeps): Express {
       createRouteGate(deps.document.routes, cors),
       authFailures.around(createBearerAuth((secret) => deps.tokens.verify(secret))),
       tokenLimit,
-      refuseUndeclaredQuery,
       createJsonBody({ limit: deps.bodyLimitBytes }),
+      refuseUndeclaredQuery,
       ...createValidator(deps.document, deps.validateResponses),
       createOperationsRouter(deps.document.routes, {
         ...createPlantsHandlers(deps.plants),

@@ -4,7 +4,7 @@ import { HttpError as ValidatorError } from 'express-openapi-validator/dist/fram
 import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
-import { HttpProblem } from './http-error';
+import { HttpProblem, UNKNOWN_QUERY_PARAMETER } from './http-error';
 import { requestIdOf } from './request-log';
 import type { Json } from './openapi-types';
 
@@ -22,7 +22,7 @@ const REWORDED: ReadonlyArray<readonly [RegExp, string]> = [
     /^must NOT have (unevaluated|additional) properties$/,
     'is not allowed: the property is unknown',
   ],
-  [/^Unknown query parameter .*$/, 'is not allowed: the query parameter is unknown'],
+  [/^Unknown query parameter .*$/, UNKNOWN_QUERY_PARAMETER],
   [/^must match pattern "\^\[\^\\x00\]\*\$"$/, 'must not contain the character U+0000'],
   // The validator's own message for a path it cannot percent-decode, stray quote included.
   [/^malformed uri'$/, 'is not a valid URI path: its percent-encoding is malformed or not UTF-8'],

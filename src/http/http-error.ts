@@ -14,3 +14,6 @@ export class HttpProblem extends Error {
     this.name = 'HttpProblem';
   }
 }
+
+/** The end of the validator's message for a query parameter an operation does not declare. */
+export const UNKNOWN_QUERY_PARAMETER = 'is not allowed: the query parameter is unknown';

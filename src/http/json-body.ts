@@ -13,10 +13,10 @@ const NOT_JSON = 'The request body must be application/json in UTF-8.';
 /**
  * The Content-Type the validator sees once this reader has accepted one; an operation that takes no
  * body is handed none. express-openapi-validator parses the header with a regex whose time grows
- * with the square of its semicolons (16,000 took 350 ms a request), and builds and keeps validators
- * for each distinct value it sees (about 11 KB each, never freed): handed the client's header, any
- * request could cost a core a third of a second, or grow the process without bound, no token
- * needed on `/healthz`.
+ * with the square of its semicolons (16,000 took 350 to 460 ms a request), and builds and keeps
+ * validators for each distinct value it sees (about 11 KB each, never freed): handed the client's
+ * header, any request could cost a core a third of a second, or grow the process without bound, no
+ * token needed on `/healthz`.
  */
 const ACCEPTED_MEDIA_TYPE = 'application/json';
 const REQUIRED = 'A JSON request body is required.';

@@ -57,21 +57,38 @@ function compileTemplate(template: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
+/** A parameter object, following local `$ref`s; throws for a reference the document cannot resolve. */
+function resolveParameter(
+  spec: Record<string, unknown>,
+  parameter: unknown,
+): Record<string, unknown> {
+  let resolved = parameter as Record<string, unknown> | undefined;
+  for (let hops = 0; typeof resolved?.['$ref'] === 'string'; hops++) {
+    const ref = resolved['$ref'] as string;
+    if (!ref.startsWith('#/') || hops === 10) {
+      throw new Error(
+        `The contract's parameter reference ${ref} does not resolve in the document.`,
+      );
+    }
+    resolved = ref
+      .slice(2)
+      .split('/')
+      .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
+      .reduce<unknown>(
+        (node, part) => (node as Record<string, unknown> | undefined)?.[part],
+        spec,
+      ) as Record<string, unknown> | undefined;
+  }
+  if (resolved === undefined) throw new Error("A contract's parameter reference does not resolve.");
+  return resolved;
+}
+
 /** Whether any of `parameters` (objects or local `$ref`s to them) is in the query. */
 function declaresQuery(spec: Record<string, unknown>, parameters: unknown): boolean {
-  if (!Array.isArray(parameters)) return false;
-  return parameters.some((parameter: Record<string, unknown>) => {
-    const ref = parameter['$ref'];
-    const resolved =
-      typeof ref === 'string' && ref.startsWith('#/')
-        ? ref
-            .slice(2)
-            .split('/')
-            .map((part) => part.replace(/~1/g, '/').replace(/~0/g, '~'))
-            .reduce<unknown>((node, part) => (node as Record<string, unknown>)?.[part], spec)
-        : parameter;
-    return (resolved as Record<string, unknown> | undefined)?.['in'] === 'query';
-  });
+  return (
+    Array.isArray(parameters) &&
+    parameters.some((parameter) => resolveParameter(spec, parameter)['in'] === 'query')
+  );
 }
 
 function readRoutes(spec: Record<string, unknown>): RouteInfo[] {

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Request, RequestHandler, Response } from 'express';
-import { HttpProblem } from './http-error';
+import { HttpProblem, UNKNOWN_QUERY_PARAMETER } from './http-error';
 import type { OperationInfo, RouteInfo } from './openapi-document';
 import type { Cors } from './protections';
 
@@ -92,7 +92,7 @@ function firstQueryName(url: string): string | undefined {
 
 /**
  * Answers the validator's 400 for an unknown query parameter to a routed operation that declares
- * none, after authentication, before the validator: the validator would merge the query's bracketed
+ * none, after the body is read (415, 413 and 408 come first), before the validator: the validator would merge the query's bracketed
  * names (`a[0]=1&a[1]=1...`) one copy of the whole object at a time, which took 150 ms a request of
  * 1,000 names. This reads the first name only. An empty query (`?`, `?&`) passes, as before.
  */
@@ -104,7 +104,7 @@ export const refuseUndeclaredQuery: RequestHandler = (req, res, next) => {
     400,
     name === ''
       ? 'request/query is not allowed: the operation takes no query parameters'
-      : `request/query/${name} is not allowed: the query parameter is unknown`,
+      : `request/query/${name} ${UNKNOWN_QUERY_PARAMETER}`,
   );
 };
 

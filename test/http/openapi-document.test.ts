@@ -78,4 +78,33 @@ describe('loadOpenApiDocument and the contract cache of npm run build', () => {
       '{"a":9223372036854775807,"b":[-9223372036854775808,9007199254740993,1.5,42]}',
     );
   });
+
+  it('reads which operations declare query parameters, through local $refs, and refuses a $ref it cannot resolve', () => {
+    const operation = (parameters: string) =>
+      `openapi: 3.0.3
+info: { title: t, version: '1' }
+paths:
+  /things:
+    get:
+      operationId: listThings
+      parameters: ${parameters}
+      responses: { '200': { description: ok } }
+components:
+  parameters:
+    Limit: { name: limit, in: query, schema: { type: integer } }
+    Alias: { $ref: '#/components/parameters/Limit' }
+`;
+    const takesQuery = (parameters: string) => {
+      fs.writeFileSync(spec, operation(parameters));
+      return loadOpenApiDocument(spec).routes[0]!.operations.get('GET')!.takesQuery;
+    };
+
+    expect(takesQuery('[]')).toBe(false);
+    expect(takesQuery('[{ name: id, in: header, schema: { type: string } }]')).toBe(false);
+    expect(takesQuery("[{ $ref: '#/components/parameters/Alias' }]")).toBe(true);
+    expect(() => takesQuery("[{ $ref: 'other.yaml#/Limit' }]")).toThrow(/other\.yaml/);
+    expect(() => takesQuery("[{ $ref: '#/components/parameters/Missing' }]")).toThrow(
+      /does not resolve/,
+    );
+  });
 });
