@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
-import { newRequestId, pathOf } from './request-log';
+import { markAnsweredByServer, newRequestId, pathOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -122,6 +122,7 @@ function answerClientError(
   // own response knows its method; without one, the failed bytes may say.
   const head = failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
   writeAnswer(socket, { status, message: STATUS_TEXT[status] as string, reqId, head });
+  if (failedOwn !== undefined) markAnsweredByServer(failedOwn);
   const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
   logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
   return status;

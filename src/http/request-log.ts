@@ -53,6 +53,17 @@ function jsonString(text: string): string {
   return NEEDS_ESCAPE.test(text) ? JSON.stringify(text) : `"${text}"`;
 }
 
+/** Responses the server answered itself (src/http/client-errors.ts), whose request line it wrote. */
+const answeredByServer = new WeakSet<ServerResponse>();
+
+/**
+ * Marks a response whose request the server answered itself, on the socket, with a line of its
+ * own: the response's close then writes no second line (see createRequestLog).
+ */
+export function markAnsweredByServer(res: ServerResponse): void {
+  answeredByServer.add(res);
+}
+
 /** Flushes of request lines still waiting for the end of this turn of the event loop. */
 const pendingFlushes = new Set<() => void>();
 
@@ -141,10 +152,14 @@ export function createRequestLog(
     const path = pathOf(req.url);
     res.locals['requestId'] = reqId;
     res.setHeader('X-Request-Id', reqId);
-    // 'close' comes after 'finish', or without it when the connection ends first.
-    res.once('close', () => {
-      const milliseconds = performance.now() - started;
+    let logged = false;
+    const logLine = () => {
+      if (logged) return;
+      logged = true;
+      // Whatever the app wrote after the server's own answer went nowhere.
+      if (answeredByServer.has(res)) return;
       const aborted = !res.writableFinished;
+      const milliseconds = performance.now() - started;
       const status = aborted && !res.headersSent ? CLIENT_CLOSED_REQUEST : res.statusCode;
       const operationId = routedOperation(res)?.operationId;
       // 503 is expected while the store is away or the instance drains: a warning, not an error.
@@ -152,7 +167,11 @@ export function createRequestLog(
       const latencyMs = Math.round(milliseconds * 10) / 10;
       writeLine(level, { reqId, operationId, method, path, status, latencyMs, aborted });
       onFinish?.({ method, operationId, status, seconds: milliseconds / 1000 });
-    });
+    };
+    // 'close' comes after 'finish', or without it when the connection ends first; but a response
+    // queued behind another's (pipelined) never gets the socket, and then only its request closes.
+    res.once('close', logLine);
+    if (res.socket === null) req.once('close', logLine);
     next();
   };
 }

@@ -3,7 +3,11 @@ import net, { type AddressInfo } from 'node:net';
 import express from 'express';
 import request from 'supertest';
 import type { RateLimits } from '../../src/http/protections';
-import { createRequestLog, flushRequestLines } from '../../src/http/request-log';
+import {
+  createRequestLog,
+  flushRequestLines,
+  markAnsweredByServer,
+} from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
 import { responsesIn } from '../reliability/support/raw';
@@ -160,6 +164,63 @@ describe('request logs', () => {
     flushRequestLines();
     expect(writes).toHaveLength(2);
     expect(writes[1]).toContain('"path":"/plants/4"');
+  });
+
+  describe('the line of a request whose connection ended before its answer was written whole', () => {
+    /** A request through the request log, its response in the state given; the lines it wrote. */
+    function ended(
+      state: { headersSent: boolean; statusCode: number; queued?: boolean; byServer?: boolean },
+      close: 'response' | 'request',
+    ): Record<string, unknown>[] {
+      const writes: string[] = [];
+      const log = createRequestLog(
+        createLogger({ level: 'info', destination: { write: (chunk) => writes.push(chunk) } }),
+      );
+      const req = Object.assign(new EventEmitter(), {
+        method: 'GET',
+        url: '/readyz',
+        headers: {},
+      });
+      const res = Object.assign(new EventEmitter(), {
+        statusCode: state.statusCode,
+        headersSent: state.headersSent,
+        writableFinished: false,
+        socket: state.queued === true ? null : {},
+        locals: {} as Record<string, unknown>,
+        setHeader: () => undefined,
+      });
+      log(req as never, res as never, () => undefined);
+      if (state.byServer === true) markAnsweredByServer(res as never);
+      (close === 'response' ? res : req).emit('close');
+      flushRequestLines();
+      return writes.flatMap((chunk) =>
+        chunk
+          .trimEnd()
+          .split('\n')
+          .map((line) => JSON.parse(line) as Record<string, unknown>),
+      );
+    }
+
+    it('is 499 and aborted when no answer had begun', () => {
+      const lines = ended({ headersSent: false, statusCode: 200 }, 'response');
+      expect(lines).toMatchObject([{ res: { status: 499 }, aborted: true }]);
+    });
+
+    it('keeps the status of an answer that had begun, and is aborted', () => {
+      const lines = ended({ headersSent: true, statusCode: 200 }, 'response');
+      expect(lines).toMatchObject([{ res: { status: 200 }, aborted: true }]);
+    });
+
+    it('is written for a pipelined request queued behind another, whose request alone closes', () => {
+      const lines = ended({ headersSent: false, statusCode: 200, queued: true }, 'request');
+      expect(lines).toMatchObject([{ req: { path: '/readyz' }, res: { status: 499 } }]);
+    });
+
+    it('is not written for a request the server answered itself, which wrote its own line', () => {
+      expect(ended({ headersSent: false, statusCode: 200, byServer: true }, 'response')).toEqual(
+        [],
+      );
+    });
   });
 
   it('never logs a token, the Authorization header, the query string or a body', async () => {
