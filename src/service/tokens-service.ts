@@ -1,4 +1,5 @@
 import { hash, randomBytes } from 'node:crypto';
+import { ExpiringMap } from '../expiring-map';
 import type { PlantStore, TokenRecord } from '../store/plant-store';
 import { VerifiedTokens } from './verified-tokens';
 
@@ -84,13 +85,13 @@ export function createTokensService({
   /**
    * By token id, when this process last began to record the token's use (ms since the epoch):
    * requests that find a token due at the same time (every look-up in flight read the old time)
-   * record it once, not once each. Holds the tokens this process has seen in use.
+   * record it once, not once each. An entry ends once the next use is due again.
    */
-  const touchedAt = new Map<string, number>();
+  const touchedAt = new ExpiringMap<number>((last) => last + LAST_USED_GRANULARITY_MS);
   const touch = async (id: string, at: Date): Promise<void> => {
     const last = touchedAt.get(id);
     if (last !== undefined && !dueForTouch(new Date(last), at)) return;
-    touchedAt.set(id, at.getTime());
+    touchedAt.set(id, at.getTime(), at.getTime());
     try {
       await store.touchToken(id, at);
     } catch (error) {
