@@ -1,7 +1,12 @@
 import { StoreUnavailableError, type PlantStore } from './plant-store';
 import { wrapStoreMethods } from './wrap-store';
 
-/** The same store, with every failure that `isUnavailable` recognises rethrown as a StoreUnavailableError. */
+/**
+ * The same store, with every failure that `isUnavailable` recognises rethrown as a
+ * StoreUnavailableError; and, once it is being closed, every call but `close` refused as
+ * unavailable (a request still running when a shutdown's deadline closed the store answers 503,
+ * not a 500 from a closed database), and `close` again resolving with the first.
+ */
 export function reportingUnavailable(
   store: PlantStore,
   isUnavailable: (error: unknown) => boolean,
@@ -9,10 +14,15 @@ export function reportingUnavailable(
   const report = (error: unknown): never => {
     throw isUnavailable(error) ? new StoreUnavailableError({ cause: error }) : error;
   };
-  return wrapStoreMethods(
-    store,
-    (_name, method) =>
-      (...args) =>
-        method(...args).catch(report),
+  let closing: Promise<unknown> | undefined;
+  return wrapStoreMethods(store, (name, method) =>
+    name === 'close'
+      ? (...args) => (closing ??= method(...args))
+      : (...args) =>
+          closing === undefined
+            ? method(...args).catch(report)
+            : Promise.reject(
+                new StoreUnavailableError({ cause: new Error('The store is closed.') }),
+              ),
   );
 }

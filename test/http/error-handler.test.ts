@@ -11,8 +11,8 @@ afterEach(async () => {
 
 describe('unexpected failures', () => {
   it('answer 500 with a generic Error body that leaks no stack, SQL or path, and are logged', async () => {
-    // The database goes away underneath the running app.
-    await t.store.close();
+    // The plants table goes away underneath the running app.
+    await t.dropPlantsTable();
 
     const res = await request(t.app)
       .post('/plants')

@@ -1,4 +1,4 @@
-import type { NewToken, PlantStore } from '../../src/store/plant-store';
+import { StoreUnavailableError, type NewToken, type PlantStore } from '../../src/store/plant-store';
 
 /** An empty store, and the function that closes it and removes everything it created. */
 export interface PlantStoreFixture {
@@ -380,6 +380,21 @@ export function describePlantStoreContract(
     describe('ping', () => {
       it('ping() resolves', async () => {
         await expect(store.ping()).resolves.toBeUndefined();
+      });
+    });
+
+    describe('close', () => {
+      it('refuses every call after it as unavailable, and resolves when called again', async () => {
+        await store.close();
+
+        await expect(store.createPlant({ id: 1n, name: 'a' })).rejects.toBeInstanceOf(
+          StoreUnavailableError,
+        );
+        await expect(store.findActiveToken(first.hash)).rejects.toBeInstanceOf(
+          StoreUnavailableError,
+        );
+        await expect(store.ping()).rejects.toBeInstanceOf(StoreUnavailableError);
+        await expect(store.close()).resolves.toBeUndefined();
       });
     });
   });

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import Database from 'better-sqlite3';
 import type { Express } from 'express';
+import pg from 'pg';
 import type { Response } from 'supertest';
 import { createApp, type AppDeps } from '../../src/app';
 import { loadOpenApiDocument, type OpenApiDocument } from '../../src/http/openapi-document';
@@ -31,6 +33,8 @@ export interface TestApp {
   readonly logs: LogLine[];
   /** Makes the readiness probe report that the instance is going away. */
   startShutdown(): void;
+  /** Drops the store's plants table through another connection: its next plant call fails. */
+  dropPlantsTable(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -38,19 +42,43 @@ export interface TestApp {
 export const TEST_STORE =
   process.env['PLANT_STORE_TEST_STORE'] === 'postgres' ? 'postgres' : 'sqlite';
 
-/** A fresh, empty store of the kind under test, and how to remove it. */
-async function openTestStore(): Promise<{ store: PlantStore; remove: () => Promise<void> }> {
+/** A fresh, empty store of the kind under test, how to remove it, and how to drop its plants table. */
+async function openTestStore(): Promise<{
+  store: PlantStore;
+  remove: () => Promise<void>;
+  dropPlantsTable: () => Promise<void>;
+}> {
   if (TEST_STORE === 'postgres') {
     const schema = await createTestSchema();
-    return { store: await openPostgresPlantStore(schema.options), remove: () => schema.drop() };
+    return {
+      store: await openPostgresPlantStore(schema.options),
+      remove: () => schema.drop(),
+      async dropPlantsTable() {
+        const client = new pg.Client({ connectionString: schema.url });
+        await client.connect();
+        try {
+          await client.query('DROP TABLE plants');
+        } finally {
+          await client.end();
+        }
+      },
+    };
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-test-'));
-  const store = openSqlitePlantStore({
-    path: path.join(dir, 'plants.sqlite'),
-    synchronous: 'FULL',
-    busyTimeoutMs: 1000,
-  });
-  return { store, remove: async () => fs.rmSync(dir, { recursive: true, force: true }) };
+  const file = path.join(dir, 'plants.sqlite');
+  const store = openSqlitePlantStore({ path: file, synchronous: 'FULL', busyTimeoutMs: 1000 });
+  return {
+    store,
+    remove: async () => fs.rmSync(dir, { recursive: true, force: true }),
+    async dropPlantsTable() {
+      const other = new Database(file);
+      try {
+        other.exec('DROP TABLE plants');
+      } finally {
+        other.close();
+      }
+    },
+  };
 }
 
 /**
@@ -75,7 +103,7 @@ function withClosedResponseBodies(document: OpenApiDocument): OpenApiDocument {
  * properties.
  */
 export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<TestApp> {
-  const { store, remove } = await openTestStore();
+  const { store, remove, dropPlantsTable } = await openTestStore();
   const tokens = createTokensService({ store });
   const { secret } = await tokens.issue('test');
   const errors: string[] = [];
@@ -129,6 +157,7 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
     startShutdown() {
       shuttingDown = true;
     },
+    dropPlantsTable,
     async close() {
       await store.close().catch(() => undefined);
       await remove();
