@@ -35,14 +35,14 @@ export interface FinishedRequest {
 
 type Level = 'info' | 'warn' | 'error';
 
-/** The field of a request line whose client went away before its answer was written whole. */
+/** The field of a request line whose connection ended before its answer was written whole. */
 const ABORTED = ',"aborted":true';
 
 /**
- * The status a request line gives a request whose client went away before any answer was written
+ * The status a request line gives a request whose connection ended before any answer was written
  * (nginx's "client closed request"); one whose answer began keeps that answer's status.
  */
-export const CLIENT_CLOSED_REQUEST = 499;
+const CLIENT_CLOSED_REQUEST = 499;
 
 /** What JSON.stringify escapes in a string: quote, backslash, control characters, lone surrogates. */
 // eslint-disable-next-line no-control-regex -- control characters are what it looks for
