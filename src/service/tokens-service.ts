@@ -90,7 +90,7 @@ export function createTokensService({
   const touchedAt = new ExpiringMap<number>((last) => last + LAST_USED_GRANULARITY_MS);
   const touch = async (id: string, at: Date): Promise<void> => {
     const last = touchedAt.get(id);
-    if (last !== undefined && !dueForTouch(new Date(last), at)) return;
+    if (last !== undefined && at.getTime() - last < LAST_USED_GRANULARITY_MS) return;
     touchedAt.set(id, at.getTime(), at.getTime());
     try {
       await store.touchToken(id, at);
