@@ -14,17 +14,24 @@ import type { Logger } from './logger';
 
 /**
  * An absolute-form target (RFC 9112 section 3.2.2) becomes origin-form, so that routing and
- * validation see the same path. A target that is not a URL either is marked for the app to answer
- * 400 (see markUnparseableTarget): left as it was, the route gate and the validator could read
+ * validation see the same path. A target that is not an http or https URL either is marked for the
+ * app to answer 400 (see markUnparseableTarget): left as it was, the route gate and the validator could read
  * different paths from it (Express's lenient parser reads `/healthz` in `http://x:99999/healthz`).
  */
 function toOriginForm(req: http.IncomingMessage): void {
   const target = req.url ?? '/';
   if (target.startsWith('/') || target === '*') return;
+  let url: URL | undefined;
   try {
-    const url = new URL(target);
-    req.url = url.pathname + url.search + url.hash;
+    url = new URL(target);
   } catch {
+    url = undefined;
+  }
+  // Only http and https name a resource of an HTTP server: another scheme's URL (`foo://x`) may
+  // have no path at all, which Express could not route.
+  if (url?.protocol === 'http:' || url?.protocol === 'https:') {
+    req.url = url.pathname + url.search + url.hash;
+  } else {
     markUnparseableTarget(req);
     // Kept for the log line, without the credentials a `user:password@` before the host would give.
     req.url = `/#${target.replace(/^([A-Za-z][A-Za-z0-9+.-]*:\/\/)[^/?#@]*@/, '$1')}`;

@@ -19,11 +19,11 @@ export function pathParameter(res: Response, name: string): string | undefined {
   return raw === undefined ? undefined : decodeURIComponent(raw);
 }
 
-/** Requests whose target is neither a path nor a URL; see markUnparseableTarget. */
+/** Requests whose target is neither a path nor an http(s) URL; see markUnparseableTarget. */
 const unparseableTargets = new WeakSet<IncomingMessage>();
 
 /**
- * Marks a request whose target is neither a path nor a URL, which the HTTP server (server.ts)
+ * Marks a request whose target is neither a path nor an http(s) URL, which the HTTP server (server.ts)
  * passes on as `/#<target>`: Express can route that (it could not route `http://`, which has no
  * path), no route ever sees it (checkRequestTarget refuses every fragment), and the log shows the
  * target. checkRequestTarget then answers 400 saying why, at no cost to requests with a plain
@@ -64,7 +64,7 @@ export function checkRequestTarget(req: Request): void {
     throw new HttpProblem(
       400,
       unparseableTargets.has(req)
-        ? 'The request target is not a valid URL.'
+        ? 'The request target must be a path, or an http or https URL.'
         : 'A request target must not contain a fragment (#).',
     );
   }

@@ -78,15 +78,24 @@ describe('request targets and framing', () => {
     ['GET', 'http://x:99999/openapi.json'],
     ['GET', 'http://x:99999/docs/assets/docs.js'],
     ['DELETE', 'http://x:99999/plants/1'],
+    // URLs of other schemes: some have no path at all.
+    ['GET', 'foo://x'],
+    ['GET', 'foo://x?a=1'],
+    ['OPTIONS', 'foo://h'],
+    ['POST', 'foo://x'],
+    ['GET', 'ftp://x/healthz'],
   ])(
-    'answers 400 through the app to %s %s, an absolute-form target that is not a URL',
+    'answers 400 through the app to %s %s, an absolute-form target that is not an http(s) URL',
     async (method, requestTarget) => {
       const outcome = await send(
         `${method} ${requestTarget} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}`,
       );
       expect(errorOf(outcome)).toEqual({
         status: 400,
-        body: { error: 400, message: 'The request target is not a valid URL.' },
+        body: {
+          error: 400,
+          message: 'The request target must be a path, or an http or https URL.',
+        },
       });
       const { headers } = outcome.response!;
       expect(headers['content-type']).toBe('application/json; charset=utf-8');
