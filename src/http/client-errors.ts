@@ -7,7 +7,6 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
-import { SECURITY_HEADERS } from './protections';
 import { markAnsweredByServer, newRequestId, pathOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
@@ -70,11 +69,6 @@ function afterEarlierResponses(
   current.once('close', () => afterEarlierResponses(socket, then));
 }
 
-/** The app's security headers (helmet's, no caching), as header lines of a response. */
-const SECURITY_HEADER_LINES = SECURITY_HEADERS.map(([name, value]) => `${name}: ${value}\r\n`).join(
-  '',
-);
-
 /** Writes an answer of the server's own in the contract's Error shape, and closes the connection. */
 function writeAnswer(
   socket: Socket,
@@ -96,7 +90,8 @@ function writeAnswer(
       `Date: ${new Date().toUTCString()}\r\n` +
       (answer.headers ?? '') +
       'Content-Type: application/json; charset=utf-8\r\n' +
-      SECURITY_HEADER_LINES +
+      'X-Content-Type-Options: nosniff\r\n' +
+      'Cache-Control: no-store\r\n' +
       `Content-Length: ${Buffer.byteLength(body)}\r\n` +
       'Connection: close\r\n\r\n' +
       (answer.head ? '' : body),

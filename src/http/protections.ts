@@ -29,23 +29,15 @@ function helmetHeaders(): [string, string][] {
 }
 
 /**
- * The security headers of every answer (helmet's, and no caching): set by responseHeaders on the
- * app's, and written into the answers node:http's server gives itself (client-errors.ts).
- */
-export const SECURITY_HEADERS: readonly (readonly [string, string])[] = [
-  ...helmetHeaders(),
-  ['Cache-Control', 'no-store'],
-];
-
-/**
  * Security headers for a JSON API (helmet's, computed once at start): nothing may be framed,
  * scripted or sniffed, and no answer is cached; while the instance drains, keep-alive clients are
  * told to reconnect elsewhere. A handler that serves a page for people sets its own
  * Content-Security-Policy.
  */
 export function responseHeaders(isShuttingDown: () => boolean): RequestHandler {
+  const headers: [string, string][] = [...helmetHeaders(), ['Cache-Control', 'no-store']];
   return (_req, res, next) => {
-    for (const [name, value] of SECURITY_HEADERS) res.setHeader(name, value);
+    for (const [name, value] of headers) res.setHeader(name, value);
     if (isShuttingDown()) res.setHeader('Connection', 'close');
     next();
   };

@@ -78,23 +78,6 @@ interface ConverseOptions {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** The headers helmet sets on every answer of the app (src/http/protections.ts), and no caching. */
-const SECURITY_HEADER_NAMES = [
-  'content-security-policy',
-  'cross-origin-opener-policy',
-  'cross-origin-resource-policy',
-  'origin-agent-cluster',
-  'referrer-policy',
-  'strict-transport-security',
-  'x-content-type-options',
-  'x-dns-prefetch-control',
-  'x-download-options',
-  'x-frame-options',
-  'x-permitted-cross-domain-policies',
-  'x-xss-protection',
-  'cache-control',
-];
-
 const UNPARSEABLE = { error: 400, message: 'The request could not be parsed as HTTP/1.1.' };
 
 const createPlant = (id: number) => {
@@ -190,27 +173,6 @@ describe('an answer the server writes itself', () => {
       expect(linesOf(server, reqId)).toHaveLength(1);
     },
   );
-
-  it.each([
-    ['a 400', 'GET / HTTP/9\r\n\r\n', 400],
-    ['a 431', `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`, 431],
-    ['a 405 to CONNECT', 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n', 405],
-  ])("carries the security headers of the app's answers: %s", async (_label, request, status) => {
-    const appAnswer = responsesIn(
-      (await converse('GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).data,
-    )[0]!;
-    expect(appAnswer.status).toBe(404);
-    const security = Object.fromEntries(
-      SECURITY_HEADER_NAMES.map((name) => [name, appAnswer.headers[name]]),
-    );
-    for (const value of Object.values(security)) expect(value).toEqual(expect.any(String));
-
-    const [answer] = responsesIn((await converse(request, { maxMs: 5000 })).data);
-    expect(answer?.status).toBe(status);
-    expect(
-      Object.fromEntries(SECURITY_HEADER_NAMES.map((name) => [name, answer!.headers[name]])),
-    ).toEqual(security);
-  });
 
   it('keeps the X-Request-Id of a request whose headers arrived, and logs its method and path: 408 to a body that does not arrive in time', async () => {
     const { data } = await converse(
