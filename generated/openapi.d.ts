@@ -42,7 +42,9 @@ export interface paths {
         /**
          * Delete a plant
          * @description Removes the plant with the given id. The id is a canonical decimal int64: an optional
-         *     minus sign, no plus sign and no leading zeros; anything else answers 400.
+         *     minus sign, no plus sign and no leading zeros; anything else answers 400. The request
+         *     takes no body: one sent with it is ignored, once it has arrived whole, and one longer than
+         *     a request body may be (64 KiB by default) answers 413 and deletes nothing.
          */
         delete: operations["deletePlant"];
         options?: never;
@@ -546,6 +548,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["ContentTooLarge"];
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalError"];

@@ -1,4 +1,5 @@
-import express, { type Request, type RequestHandler, type Response } from 'express';
+import type { IncomingMessage } from 'node:http';
+import express, { type RequestHandler, type Response } from 'express';
 import { HttpProblem } from './http-error';
 import { JsonSyntaxError, parseJson, type ParsedJson } from './lossless-json';
 import { routedOperation } from './route-gate';
@@ -47,19 +48,62 @@ function decodeUtf8(body: Buffer): string {
 }
 
 /** Whether the request announces a body: chunked, or a Content-Length other than 0. */
-function announcesBody(req: Request): boolean {
+export function announcesBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
+}
+
+/** Methods that change nothing: their answer never waits for a body sent with them. */
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
+
+/**
+ * Reads and drops the body of a request whose operation takes none, then calls `next`; past
+ * `limit` bytes, `next` gets a 413 instead, as a body that is read would.
+ */
+function discardBody(
+  req: IncomingMessage,
+  limit: number,
+  tooLarge: string,
+  next: (error?: unknown) => void,
+): void {
+  if (req.complete) {
+    next();
+    return;
+  }
+  if (Number(req.headers['content-length'] ?? 0) > limit) {
+    next(new HttpProblem(413, tooLarge));
+    return;
+  }
+  let received = 0;
+  const count = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received <= limit) return;
+    stop();
+    next(new HttpProblem(413, tooLarge));
+  };
+  const end = () => {
+    stop();
+    next();
+  };
+  const stop = () => {
+    req.off('data', count);
+    req.off('end', end);
+  };
+  req.on('data', count);
+  req.once('end', end);
 }
 
 /**
  * Reads the body of operations that take one, after authentication: transfer coding and media
  * type (415), then size (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired
- * surrogates, over-deep nesting). An operation that takes none (DELETE, GET, HEAD) ignores a body
- * sent with it, but runs only once that body has arrived whole: a body whose framing breaks is
- * answered 400 by the server (src/http/client-errors.ts), and that answer must not follow a
- * deletion. The body is discarded as it comes, never held, and REQUEST_TIMEOUT_MS bounds how long
- * it may take: a body announced and never sent gets the server's 408.
+ * surrogates, over-deep nesting). An operation that takes none ignores a body sent with it. A GET
+ * or HEAD, which changes nothing, is answered at once, and the server reads at most a little of
+ * the body after the answer (see limitUnreadBody in server.ts). A DELETE runs only once that body
+ * has arrived whole: a body whose framing breaks is answered 400 by the server
+ * (src/http/client-errors.ts), and that answer must not follow a deletion. Its body is discarded
+ * as it comes, never held, up to the same limit as a body that is read (413 past it), and
+ * REQUEST_TIMEOUT_MS bounds how long it may take: a body announced and never sent gets the
+ * server's 408.
  */
 export function createJsonBody({ limit }: { limit: number }): RequestHandler {
   const readRaw = express.raw({ type: () => true, limit, inflate: false });
@@ -70,9 +114,8 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
       // No body is read, so its media type means nothing; see ACCEPTED_MEDIA_TYPE. Deleted only
       // when sent: a delete turns the headers object into a slower dictionary for later reads.
       if (req.headers['content-type'] !== undefined) delete req.headers['content-type'];
-      if (operation !== undefined && !req.complete && announcesBody(req)) {
-        req.once('end', () => next());
-        req.resume();
+      if (operation !== undefined && !SAFE_METHODS.has(req.method) && announcesBody(req)) {
+        discardBody(req, limit, tooLarge, next);
         return;
       }
       next();

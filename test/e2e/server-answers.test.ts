@@ -217,6 +217,41 @@ describe('a request the app answered before its body came whole', () => {
   });
 });
 
+describe('a body the app does not read', () => {
+  /** `count` chunks of one byte: six bytes each on the wire, the dearest body to read per byte. */
+  const tinyChunks = (count: number) => '1\r\na\r\n'.repeat(count);
+  const chunked = (requestLine: string) =>
+    `${requestLine}\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n`;
+
+  it.each([
+    ['a GET, which ignores a body', 'GET /healthz HTTP/1.1', 200],
+    ['a 404', 'GET /nothing HTTP/1.1', 404],
+    ['a 401', 'DELETE /plants/1 HTTP/1.1', 401],
+  ])(
+    'is read only 64 KiB past the answer, then the server closes its side: %s',
+    async (_label, requestLine, status) => {
+      // A megabyte of body, whole, then a second request: node:http alone would read all of it,
+      // throwing the body away, and answer the second request too.
+      const { data, closedByServer } = await converse(
+        `${chunked(requestLine)}${tinyChunks(200_000)}0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`,
+        { maxMs: 3000 },
+      );
+
+      expect(responsesIn(data).map((answer) => answer.status)).toEqual([status]);
+      expect(closedByServer).toBe(true);
+    },
+  );
+
+  it('does not hold up the answer to a GET, which is given before the body ends', async () => {
+    // The body never ends: a GET that waited for it would get the server's 408.
+    const { data } = await converse(`${chunked('GET /healthz HTTP/1.1')}${tinyChunks(10)}`, {
+      maxMs: 5000,
+    });
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([200]);
+  });
+});
+
 describe('a DELETE sent with a body', () => {
   const deletion = (id: number) =>
     `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
@@ -248,6 +283,22 @@ describe('a DELETE sent with a body', () => {
       expect(await stored(id)).toBe(true);
     },
   );
+
+  it('answers 413 to a body longer than a read body may be, and deletes nothing', async () => {
+    expect((await post(7020)).status).toBe(200);
+
+    const { data } = await converse(`${deletion(7020)}${'1\r\na\r\n'.repeat(70_000)}0\r\n\r\n`, {
+      maxMs: 3000,
+    });
+
+    const [answer] = responsesIn(data);
+    expect(answer?.status).toBe(413);
+    expect(JSON.parse(answer!.body.toString())).toEqual({
+      error: 413,
+      message: 'The request body is larger than 65536 bytes.',
+    });
+    expect(await stored(7020)).toBe(true);
+  });
 
   it('answers, and deletes, only once the whole body has arrived, which it ignores', async () => {
     expect((await post(7010)).status).toBe(200);

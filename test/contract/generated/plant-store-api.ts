@@ -379,7 +379,7 @@ export class Api<
       }),
 
     /**
-     * @description Removes the plant with the given id. The id is a canonical decimal int64: an optional minus sign, no plus sign and no leading zeros; anything else answers 400.
+     * @description Removes the plant with the given id. The id is a canonical decimal int64: an optional minus sign, no plus sign and no leading zeros; anything else answers 400. The request takes no body: one sent with it is ignored, once it has arrived whole, and one longer than a request body may be (64 KiB by default) answers 413 and deletes nothing.
      *
      * @tags plants
      * @name DeletePlant
