@@ -257,7 +257,10 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description No bearer token in the `Authorization` header, or the token is unknown or revoked. */
+        /**
+         * @description No bearer token in the `Authorization` header (no header, or one of another scheme such
+         *     as `Basic`, whatever it holds), or the token is unknown or revoked.
+         */
         Unauthorized: {
             headers: {
                 "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -477,7 +480,7 @@ export interface components {
         "Retry-After": number;
         /**
          * @description The bearer challenge (RFC 6750 section 3): `Bearer realm="plants"`, with
-         *     `error="invalid_token"` added when a token was presented but not accepted.
+         *     `error="invalid_token"` added when a bearer token was presented but not accepted.
          * @example Bearer realm="plants", error="invalid_token"
          */
         "WWW-Authenticate": string;

@@ -8,6 +8,19 @@ import { routedOperation } from './route-gate';
 const REALM = 'plants';
 
 /**
+ * The Authorization header as passport-http-bearer is to see it. The strategy answers 400 to any
+ * header that is not two words one space apart, whatever its scheme; but a header of another
+ * scheme (`Basic ...`, `Negotiate`, a token without the word `Bearer`) carries no bearer
+ * credentials, which RFC 6750 section 3.1 answers 401 with the bare challenge, so the strategy is
+ * shown none. A Bearer header (the scheme word in any case, RFC 9110 section 11.1) keeps its words,
+ * one space apart, so that one with no token or several still answers 400.
+ */
+function bearerHeaders(authorization: string | undefined): { authorization?: string } {
+  const words = authorization?.trim().split(/[ \t]+/) ?? [];
+  return /^Bearer$/i.test(words[0] ?? '') ? { authorization: words.join(' ') } : {};
+}
+
+/**
  * passport-http-bearer also reads `access_token` from the body and the query string. RFC 6750
  * section 5.3 says tokens must not travel in URLs, so the strategy is shown the header alone.
  */
@@ -15,11 +28,7 @@ class HeaderOnlyBearerStrategy extends BearerStrategy<
   (token: string, done: (error: unknown, user?: Principal | false) => void) => void
 > {
   override authenticate(req: Request, options?: object): void {
-    const header = req.headers.authorization?.trim().replace(/^(\S+)[ \t]+/, '$1 ');
-    super.authenticate(
-      { headers: header === undefined ? {} : { authorization: header } } as Request,
-      options,
-    );
+    super.authenticate({ headers: bearerHeaders(req.headers.authorization) } as Request, options);
   }
 }
 

@@ -42,22 +42,33 @@ describe('authentication', () => {
     await expectNothingStored();
   });
 
-  it('returns 401 for another scheme', async () => {
-    const res = await post()
-      .set('Authorization', `Basic ${Buffer.from('a:b').toString('base64')}`)
-      .send(body);
-    expectError(res, 401);
+  // However many words it has: a header of another scheme holds no bearer credentials, which RFC
+  // 6750 section 3.1 answers 401 with the bare challenge, not 400 (passport-http-bearer's rule).
+  it.each<[string, (token: string) => string]>([
+    ['Basic credentials', () => `Basic ${Buffer.from('user:pass').toString('base64')}`],
+    ['a scheme word alone', () => 'Negotiate'],
+    ['a scheme with parameters', () => 'Digest username="a", realm="b"'],
+    ['a valid token without the word Bearer', (token) => token],
+    ['a valid token after "Bearer="', (token) => `Bearer=${token}`],
+    ['a scheme that only starts with Bearer', (token) => `Bearers ${token}`],
+    ['an empty header', () => ''],
+  ])('returns 401 with a bare challenge for %s', async (_, header) => {
+    const res = await post().set('Authorization', header(t.token)).send(body);
+    expectError(res, 401, /bearer token/);
     expect(res.headers['www-authenticate']).toBe(CHALLENGE);
+    await expectNothingStored();
   });
 
-  it('returns 400 with error="invalid_request" for a malformed bearer header', async () => {
-    for (const header of ['Bearer', 'Bearer a b']) {
-      const res = await post().set('Authorization', header).send(body);
-      expectError(res, 400, /Authorization header is malformed/);
-      expect(res.headers['www-authenticate']).toBe(
-        'Bearer realm="plants", error="invalid_request"',
-      );
-    }
+  it.each<[string, (token: string) => string]>([
+    ['the word Bearer alone', () => 'Bearer'],
+    ['the word in another case alone', () => 'bEARER'],
+    ['two tokens', (token) => `Bearer ${token} ${token}`],
+    ['two tokens several spaces apart', (token) => `BEARER  ${token}   x`],
+    ['two tokens a tab apart', (token) => `Bearer ${token}\tx`],
+  ])('returns 400 with error="invalid_request" for %s', async (_, header) => {
+    const res = await post().set('Authorization', header(t.token)).send(body);
+    expectError(res, 400, /Authorization header is malformed/);
+    expect(res.headers['www-authenticate']).toBe('Bearer realm="plants", error="invalid_request"');
     await expectNothingStored();
   });
 

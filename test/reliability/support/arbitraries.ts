@@ -488,13 +488,18 @@ export function authorization(token: string): fc.Arbitrary<{ form: AuthForm; val
           `Token ${token}`,
           `Bearer "${token}"`,
           '',
+          // Another scheme, however many words: no bearer token (401), not a malformed one.
+          'Negotiate',
+          'Digest username="a", realm="b"',
+          `Bearer=${token}`,
+          token,
         )
         .map((value) => ({ form: 'invalid' as const, value })),
     },
     {
       weight: 1,
       arbitrary: fc
-        .constantFrom('Bearer', `Bearer ${token} ${token}`, `Bearer a b`, `Bearer=${token}`, token)
+        .constantFrom('Bearer', `Bearer ${token} ${token}`, `Bearer a b`, `Bearer ${token}\tx`)
         .map((value) => ({ form: 'malformed' as const, value })),
     },
     {
