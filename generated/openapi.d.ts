@@ -239,8 +239,9 @@ export interface components {
     responses: {
         /**
          * @description The body, a parameter or the query string is invalid, or the `Authorization` header is
-         *     malformed (`Bearer` with no token, or with more than one; RFC 6750 section 3.1, answered
-         *     with `WWW-Authenticate: Bearer realm="plants", error="invalid_request"`). Nothing was changed.
+         *     malformed (`Bearer` with no token or with more than one, or two `Authorization` lines;
+         *     RFC 6750 section 3.1, answered with
+         *     `WWW-Authenticate: Bearer realm="plants", error="invalid_request"`). Nothing was changed.
          */
         BadRequest: {
             headers: {
