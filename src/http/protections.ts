@@ -92,7 +92,7 @@ export function corsFor(origins: readonly string[]): Cors | undefined {
       res.setHeader('Access-Control-Allow-Methods', methods);
       res.setHeader('Access-Control-Allow-Headers', CORS_ALLOWED_HEADERS);
       res.setHeader('Access-Control-Max-Age', CORS_MAX_AGE_SECONDS);
-      res.setHeader('Content-Length', '0');
+      // No Content-Length: RFC 9110 section 8.6 forbids it in a 204, and node:http adds none.
       res.status(204).end();
       return true;
     },

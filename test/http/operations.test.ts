@@ -395,6 +395,8 @@ describe('CORS', () => {
 
     expect(preflight.status).toBe(204);
     expect(preflight.text).toBe('');
+    // RFC 9110 section 8.6: a server must not send Content-Length in a 204.
+    expect(preflight.headers['content-length']).toBeUndefined();
     expect(preflight.headers['access-control-allow-methods']).toBe(methods);
     expect(preflight.headers['access-control-max-age']).toBe('600');
     expect(preflight.headers['vary']).toBe('Origin');
