@@ -26,6 +26,8 @@ describe('DELETE /plants/{id}', () => {
     expect(res.status).toBe(204);
     expect(res.text).toBe('');
     expect(res.headers['content-type']).toBeUndefined();
+    // RFC 9110 section 8.6: a server must not send Content-Length in a 204.
+    expect(res.headers['content-length']).toBeUndefined();
   });
 
   it('returns 404 with the Error body when no plant has the id', async () => {
