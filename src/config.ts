@@ -138,6 +138,12 @@ function readStore(read: Reader): StoreConfig {
   if (url === undefined) return { kind: 'sqlite', ...sqlite };
   if (!/^postgres(ql)?:\/\//.test(url)) {
     read.problems.push('DATABASE_URL must be a postgres:// or postgresql:// URL');
+  } else if (!URL.canParse(url) && !URL.canParse(url.replace('@/', '@host/'))) {
+    // What the driver would refuse only when it connects, as a bare "Invalid URL". It too takes
+    // `user@/db?host=/socket/dir`, with no host. The value is not shown: it may hold a password.
+    read.problems.push(
+      'DATABASE_URL must be a valid URL like postgres://user:password@host:5432/db (its value is not shown)',
+    );
   }
   return { kind: 'postgres', url, ...postgres };
 }

@@ -277,6 +277,27 @@ describe('parseConfig', () => {
       });
     });
 
+    it.each([
+      'postgres://app:secret@db.internal:99999/plants',
+      'postgres://app:secret@db internal/plants',
+    ])(
+      'refuses DATABASE_URL=%j, an invalid URL, naming the variable but not the password',
+      (url) => {
+        const error = configErrorOf({ DATABASE_URL: url });
+
+        expect(error.problems).toStrictEqual([
+          'DATABASE_URL must be a valid URL like postgres://user:password@host:5432/db (its value is not shown)',
+        ]);
+        expect(error.message).not.toContain('secret');
+      },
+    );
+
+    it('takes a DATABASE_URL without a host, whose socket directory is in its query', () => {
+      const url = 'postgres://app@/plants?host=/var/run/postgresql';
+
+      expect(parseConfig({ DATABASE_URL: url }).store).toMatchObject({ kind: 'postgres', url });
+    });
+
     it('reads WORKERS', () => {
       expect(parseConfig({ WORKERS: '4' }).workers).toBe(4);
     });
