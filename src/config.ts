@@ -1,3 +1,4 @@
+import { isIP } from 'node:net';
 import type { RateLimits } from './http/protections';
 import type { LogLevel } from './logger';
 import type { PostgresStoreOptions } from './store/postgres/postgres-plant-store';
@@ -148,6 +149,27 @@ function readStore(read: Reader): StoreConfig {
   return { kind: 'postgres', url, ...postgres };
 }
 
+/** A label of a host name: letters, digits and inner `-` (RFC 1123), and `_` as container names have. */
+const HOST_LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
+
+function isHostName(host: string): boolean {
+  const name = host.endsWith('.') ? host.slice(0, -1) : host;
+  return name.length <= 253 && name.split('.').every((label) => HOST_LABEL.test(label));
+}
+
+/**
+ * HOST, checked here with the other settings: listen() would find it unusable only after the store
+ * was opened. A name of digits and dots only is a mistyped IPv4 address (`256.1.1.1`), not a name.
+ */
+function readHost(read: Reader): string {
+  const host = read.string('HOST', '127.0.0.1');
+  if (host.trim() === '' || isIP(host) !== 0) return host;
+  if (!isHostName(host) || /^[\d.]+$/.test(host)) {
+    read.problems.push(`HOST must be an IP address or a host name, not "${host}"`);
+  }
+  return host;
+}
+
 function readHttpServer(read: Reader): HttpServerConfig {
   const http = {
     headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
@@ -178,7 +200,7 @@ export function parseConfig(env: Env): Config {
   const read = new Reader(env);
   const config: Config = {
     production: !DEVELOPMENT_ENVIRONMENTS.has(env['NODE_ENV'] ?? ''),
-    host: read.string('HOST', '127.0.0.1'),
+    host: readHost(read),
     port: read.integer('PORT', 8080, 0, 65535),
     bodyLimitBytes: read.integer('BODY_LIMIT_BYTES', 64 * 1024, 1, 16 * 1024 * 1024),
     validateResponses: read.boolean('VALIDATE_RESPONSES', false),

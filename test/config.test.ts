@@ -203,6 +203,9 @@ describe('parseConfig', () => {
       ['SQLITE_PATH', '', 'SQLITE_PATH must not be empty'],
       ['SQLITE_PATH', ':memory:', 'SQLITE_PATH must be a file, not ":memory:"'],
       ['HOST', '  ', 'HOST must not be empty'],
+      ['HOST', '256.1.1.1', 'HOST must be an IP address or a host name, not "256.1.1.1"'],
+      ['HOST', 'localhost ', 'HOST must be an IP address or a host name, not "localhost "'],
+      ['HOST', 'web-.internal', 'HOST must be an IP address or a host name, not "web-.internal"'],
       [
         'KEEP_ALIVE_TIMEOUT_MS',
         '999',
@@ -220,6 +223,13 @@ describe('parseConfig', () => {
       expect(error.message).toBe(`Invalid configuration:\n  - ${problem}`);
       expect(error.name).toBe('ConfigError');
     });
+
+    it.each(['localhost', '::1', 'fe80::1%eth0', 'plants_db.internal.', '0.0.0.0'])(
+      'takes HOST=%j, an address or a host name',
+      (host) => {
+        expect(parseConfig({ HOST: host }).host).toBe(host);
+      },
+    );
 
     it('takes headers and request time-outs that are equal', () => {
       const { http } = parseConfig({ HEADERS_TIMEOUT_MS: '5000', REQUEST_TIMEOUT_MS: '5000' });
