@@ -49,19 +49,10 @@ function onStopSignal(stop: (signal: string) => void): void {
  * With no active token, development gets one (returned, to print once the port is known) and
  * production refuses to start (returns false).
  */
-async function firstToken(
-  store: PlantStore,
-  config: Config,
-  logger: Logger,
-): Promise<string | boolean> {
+async function firstToken(store: PlantStore, config: Config): Promise<string | boolean> {
   const tokens = createTokensService({ store });
   if ((await tokens.countActive()) > 0) return true;
-  if (config.production) {
-    logger.fatal(
-      'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
-    );
-    return false;
-  }
+  if (config.production) return false;
   return (await tokens.issue('development')).secret;
 }
 
@@ -190,10 +181,14 @@ async function main(): Promise<number> {
     return serve(config, await openStore(config.store), logger, () => undefined);
 
   const store = await openStore(config.store);
-  const token = await firstToken(store, config, logger);
+  const token = await firstToken(store, config);
   if (token === false) {
     await store.close();
-    return 1;
+    // Thrown, so that it reaches stderr as every failed start does: a log line at LOG_LEVEL=silent
+    // would leave the operator with an exit code and no word.
+    throw new Error(
+      'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
+    );
   }
   const announce = (url: string) => {
     if (typeof token === 'string') printDevelopmentToken(token, url);

@@ -177,6 +177,20 @@ describe('a production start', () => {
     },
   );
 
+  it('with LOG_LEVEL=silent still says on stderr why it exits 1 when the store has no token', async () => {
+    const result = await runServerToExit({
+      sqlitePath: tempSqlitePath(),
+      env: { NODE_ENV: 'production', LOG_LEVEL: 'silent' },
+    });
+
+    expect(result).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr:
+        'The plant store failed to start: No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.\n',
+    });
+  });
+
   it('listens and accepts a token created with the CLI beforehand', async () => {
     const sqlitePath = tempSqlitePath();
     const token = await createToken(sqlitePath, 'production');
