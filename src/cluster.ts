@@ -3,8 +3,11 @@ import type { Logger } from './logger';
 
 /** What the primary tells the process around it, and learns from it. */
 export interface SupervisorHooks {
-  /** The first worker listens, on this port: the service serves. */
-  onFirstListening(port: number): void;
+  /**
+   * The first worker listens, on this port: the service serves. A rejection (which the hook
+   * reports) stops every worker, and the primary exits with code 1.
+   */
+  onFirstListening(port: number): Promise<void>;
   /** Installs `stop` for the process's stop signals. */
   onStopSignal(stop: (signal: string) => void): void;
 }
@@ -32,13 +35,6 @@ export function supervise(
   const fork = () => {
     if (!stopping) cluster.fork();
   };
-  cluster.on('listening', (worker, address) => {
-    listened.add(worker.id);
-    failedStarts = 0;
-    if (announced) return;
-    announced = true;
-    hooks.onFirstListening(address.port);
-  });
   return new Promise<number>((resolve) => {
     const stopAll = (code: number) => {
       stopping = true;
@@ -52,6 +48,13 @@ export function supervise(
         worker.process.kill('SIGTERM');
       }
     };
+    cluster.on('listening', (worker, address) => {
+      listened.add(worker.id);
+      failedStarts = 0;
+      if (announced) return;
+      announced = true;
+      hooks.onFirstListening(address.port).catch(() => stopAll(1));
+    });
     cluster.on('exit', (worker, code, signal) => {
       if (stopping) return;
       const exited = { worker: worker.process.pid, code, signal };

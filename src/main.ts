@@ -46,14 +46,17 @@ function onStopSignal(stop: (signal: string) => void): void {
 }
 
 /**
- * With no active token, development gets one (returned, to print once the port is known) and
- * production refuses to start (returns false).
+ * Whether this start is to create the development token: the store has no active token, outside
+ * production. Production refuses to start instead.
  */
-async function firstToken(store: PlantStore, config: Config): Promise<string | boolean> {
-  const tokens = createTokensService({ store });
-  if ((await tokens.countActive()) > 0) return true;
-  if (config.production) return false;
-  return (await tokens.issue('development')).secret;
+async function needsDevelopmentToken(store: PlantStore, config: Config): Promise<boolean> {
+  if ((await createTokensService({ store }).countActive()) > 0) return false;
+  if (!config.production) return true;
+  // Thrown, so that it reaches stderr as every failed start does: a log line at LOG_LEVEL=silent
+  // would leave the operator with an exit code and no word.
+  throw new Error(
+    'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
+  );
 }
 
 /**
@@ -82,6 +85,15 @@ stdout.on('drop', (data: string | Buffer) => {
   for (let at = data.indexOf('\n'); at !== -1; at = data.indexOf('\n', at + 1)) droppedLogLines++;
 });
 
+/**
+ * Creates the development token and prints it. Only once the port is bound: created before, a
+ * start that then failed (a host name that does not resolve, a port in use) left an active token
+ * that nobody was shown, and the next start, finding one, printed none.
+ */
+async function announceDevelopmentToken(store: PlantStore, url: string): Promise<void> {
+  printDevelopmentToken((await createTokensService({ store }).issue('development')).secret, url);
+}
+
 function printDevelopmentToken(secret: string, url: string): void {
   // Through the same stream as the log, so it cannot overtake or be overtaken by a log line.
   stdout.write(
@@ -96,12 +108,23 @@ function printDevelopmentToken(secret: string, url: string): void {
   );
 }
 
-/** Serves requests from this process until a stop signal; resolves with the exit code. */
+/** A failed start, in plain text on stderr whatever LOG_LEVEL is. */
+function reportStartFailure(error: unknown): void {
+  process.stderr.write(
+    `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
+  );
+}
+
+/**
+ * Serves requests from this process until a stop signal; resolves with the exit code. Once the
+ * port is bound, `onListening` runs before "listening" is logged; if it fails, the process stops
+ * with exit code 1.
+ */
 function serve(
   config: Config,
   openedStore: PlantStore,
   logger: Logger,
-  onListening: (url: string) => void,
+  onListening: (url: string) => Promise<void>,
 ): Promise<number> {
   const metrics = config.metrics
     ? createMetrics({ droppedLogLines: () => droppedLogLines })
@@ -154,11 +177,18 @@ function serve(
     });
     server.once('error', reject).listen(config.port, config.host, () => {
       const url = urlOf(config.host, (server.address() as AddressInfo).port);
-      onListening(url);
-      // Under cluster the primary says "listening" once, after the first worker is.
-      const message = cluster.isWorker ? 'worker listening' : 'listening';
-      logger.info({ url, store: config.store.kind }, message);
-      stdout.flush();
+      onListening(url).then(
+        () => {
+          // Under cluster the primary says "listening" once, after the first worker is.
+          const message = cluster.isWorker ? 'worker listening' : 'listening';
+          logger.info({ url, store: config.store.kind }, message);
+          stdout.flush();
+        },
+        (error: unknown) => {
+          reportStartFailure(error);
+          stop(1);
+        },
+      );
     });
   });
 }
@@ -178,32 +208,37 @@ async function main(): Promise<number> {
     (format === 'auto' && !config.production && process.stdout.isTTY === true);
   const logger = createLogger({ level, pretty, destination: stdout });
   if (cluster.isWorker)
-    return serve(config, await openStore(config.store), logger, () => undefined);
+    return serve(config, await openStore(config.store), logger, () => Promise.resolve());
 
   const store = await openStore(config.store);
-  const token = await firstToken(store, config);
-  if (token === false) {
+  const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {
     await store.close();
-    // Thrown, so that it reaches stderr as every failed start does: a log line at LOG_LEVEL=silent
-    // would leave the operator with an exit code and no word.
-    throw new Error(
-      'No API token exists, so no request could be served. Create one with `npm run token -- create --name NAME` and start again.',
-    );
-  }
-  const announce = (url: string) => {
-    if (typeof token === 'string') printDevelopmentToken(token, url);
-  };
+    throw error;
+  });
+  const announce = (url: string) =>
+    needsToken ? announceDevelopmentToken(store, url) : Promise.resolve();
   if (config.workers === 1) return serve(config, store, logger, announce);
-  await store.close();
-  return supervise(config.workers, logger, {
-    onFirstListening(port) {
+  // The primary serves nothing: it keeps the store only to create the development token.
+  if (!needsToken) await store.close();
+  const code = await supervise(config.workers, logger, {
+    async onFirstListening(port) {
       const url = urlOf(config.host, port);
-      announce(url);
+      try {
+        await announce(url);
+      } catch (error) {
+        reportStartFailure(error);
+        throw error;
+      } finally {
+        await store.close();
+      }
       logger.info({ url, store: config.store.kind, workers: config.workers }, 'listening');
       stdout.flush();
     },
     onStopSignal,
   });
+  // Closing a closed store resolves: here it is still open when no worker ever listened.
+  await store.close();
+  return code;
 }
 
 /** How long the exit waits, at most, for held-back log lines to reach a standard output that does not drain. */
@@ -240,8 +275,6 @@ function exit(code: number): void {
 }
 
 main().then(exit, (error: unknown) => {
-  process.stderr.write(
-    `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
-  );
+  reportStartFailure(error);
   exit(1);
 });

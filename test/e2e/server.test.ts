@@ -153,6 +153,39 @@ describe('the development token', () => {
   });
 });
 
+describe('a first start that cannot bind its port', () => {
+  it.each(['1', '2'])(
+    'with WORKERS=%s exits 1 without creating the development token, which the next start prints',
+    async (workers) => {
+      const sqlitePath = tempSqlitePath();
+      const taken = net.createServer();
+      await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+      const { port } = taken.address() as net.AddressInfo;
+      let failed;
+      try {
+        failed = await runServerToExit({
+          sqlitePath,
+          env: { PORT: String(port), WORKERS: workers },
+        });
+      } finally {
+        taken.close();
+      }
+
+      expect(failed.code).toBe(1);
+      // `listen EADDRINUSE`, or `bind EADDRINUSE` in a worker
+      expect(failed.stderr).toMatch(
+        /^The plant store failed to start: (listen|bind) EADDRINUSE\b/m,
+      );
+      expect(failed.stdout).not.toContain('development token');
+      const list = await runTokenCli(['list', '--json'], { SQLITE_PATH: sqlitePath });
+      expect(JSON.parse(list.stdout)).toStrictEqual([]);
+      const next = await startServer({ sqlitePath });
+      const [token] = developmentTokens(next.output());
+      expect(await createPlantStatus(next.baseUrl, token!, 1)).toBe(200);
+    },
+  );
+});
+
 describe('a production start', () => {
   // A value other than development or test fails closed, as production does.
   it.each(['production', 'prod'])(
