@@ -1,5 +1,6 @@
+import fs from 'node:fs';
 import { parseArgs } from 'node:util';
-import { ConfigError, parseConfig } from '../src/config';
+import { ConfigError, parseConfig, type StoreConfig } from '../src/config';
 import {
   createTokensService,
   UNPRINTABLE_NAME_CHARACTERS,
@@ -12,7 +13,8 @@ const USAGE = `Usage:
   npm run token -- create --name NAME   create a token and print its secret once
   npm run token -- list [--json]        list tokens (never their secrets)
   npm run token -- revoke ID            revoke a token; it stops working at once
-The store is the one the service uses (SQLITE_PATH, as in README's configuration table).`;
+The store is the one the service uses (SQLITE_PATH, as in README's configuration table).
+create makes it if it does not exist yet; list and revoke need one.`;
 
 class UsageError extends Error {}
 
@@ -60,44 +62,78 @@ function formatTable(tokens: readonly TokenRecord[]): string {
     .join('\n');
 }
 
-async function run(tokens: TokensService, args: string[]): Promise<number> {
+type Command =
+  | { readonly kind: 'create'; readonly name: string }
+  | { readonly kind: 'list'; readonly json: boolean }
+  | { readonly kind: 'revoke'; readonly id: string };
+
+/**
+ * The command the arguments ask for, or a UsageError (parseArgs throws its own TypeError for an
+ * unknown option). Read before any store is opened, so that a mistyped command opens none.
+ */
+function parseCommand(args: string[]): Command {
   const { positionals, values } = parseArgs({
     args,
     allowPositionals: true,
     options: { name: { type: 'string' }, json: { type: 'boolean', default: false } },
   });
   const [command, ...rest] = positionals;
-  if (command === 'create' && rest.length === 0 && values.name !== undefined) {
-    const token = await tokens.issue(values.name);
+  const { name } = values;
+  if (command === 'create' && rest.length === 0 && name !== undefined)
+    return { kind: 'create', name };
+  if (command === 'list' && rest.length === 0 && name === undefined)
+    return { kind: 'list', json: values.json };
+  if (command === 'revoke' && rest.length === 1 && name === undefined)
+    return { kind: 'revoke', id: rest[0]! };
+  throw new UsageError(USAGE);
+}
+
+/**
+ * Why the command cannot run on this store, if it cannot: list and revoke opened at a mistyped
+ * SQLITE_PATH would create a store there (its directories too) and answer from it as if it were
+ * the service's. create makes the store, so that a token can be made before the first start.
+ */
+function missingStore(store: StoreConfig, command: Command): string | undefined {
+  if (command.kind === 'create' || store.kind !== 'sqlite' || fs.existsSync(store.path))
+    return undefined;
+  return `No token store exists at ${store.path} (SQLITE_PATH): check the path; the service's first start, or create, makes it.`;
+}
+
+async function run(tokens: TokensService, command: Command): Promise<number> {
+  if (command.kind === 'create') {
+    const token = await tokens.issue(command.name);
     process.stdout.write(
       `Created token ${token.id} (${token.name}). Its secret is shown this once; store it safely:\n${token.secret}\n`,
     );
     return 0;
   }
-  if (command === 'list' && rest.length === 0 && values.name === undefined) {
+  if (command.kind === 'list') {
     const list = await tokens.list();
     process.stdout.write(
-      `${values.json ? escaped(JSON.stringify(list), JSON_ESCAPES) : formatTable(list)}\n`,
+      `${command.json ? escaped(JSON.stringify(list), JSON_ESCAPES) : formatTable(list)}\n`,
     );
     return 0;
   }
-  if (command === 'revoke' && rest.length === 1 && values.name === undefined) {
-    if (await tokens.revoke(rest[0]!)) {
-      process.stdout.write(`Revoked token ${rest[0]}.\n`);
-      return 0;
-    }
-    process.stderr.write(`No active token has the id ${rest[0]}.\n`);
-    return 1;
+  if (await tokens.revoke(command.id)) {
+    process.stdout.write(`Revoked token ${command.id}.\n`);
+    return 0;
   }
-  throw new UsageError(USAGE);
+  process.stderr.write(`No active token has the id ${command.id}.\n`);
+  return 1;
 }
 
 async function main(): Promise<number> {
   try {
+    const command = parseCommand(process.argv.slice(2));
     const config = parseConfig(process.env);
+    const missing = missingStore(config.store, command);
+    if (missing !== undefined) {
+      process.stderr.write(`${missing}\n`);
+      return 1;
+    }
     const store = await openStore(config.store);
     try {
-      return await run(createTokensService({ store }), process.argv.slice(2));
+      return await run(createTokensService({ store }), command);
     } finally {
       await store.close();
     }

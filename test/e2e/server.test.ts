@@ -251,7 +251,7 @@ describe('a SQLite path whose directory cannot be made', () => {
   });
 
   it('makes the token CLI exit 1 with one line that says why', async () => {
-    const result = await runTokenCli(['list'], { SQLITE_PATH: sqlitePath });
+    const result = await runTokenCli(['create', '--name', 'ci'], { SQLITE_PATH: sqlitePath });
 
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import Database from 'better-sqlite3';
 import {
   cleanupChildren,
@@ -286,6 +288,38 @@ describe('a token store that cannot be reached', () => {
   });
 });
 
+describe('a token store that does not exist', () => {
+  /** A path under directories that do not exist, as a mistyped SQLITE_PATH gives. */
+  function mistypedPath(): { sqlitePath: string; missingDir: string } {
+    const missingDir = path.join(path.dirname(tempSqlitePath()), 'typo');
+    return { sqlitePath: path.join(missingDir, 'dir', 'plants.sqlite'), missingDir };
+  }
+
+  it.each([[['list']], [['list', '--json']], [['revoke', 'aaaaaaaaaaaa']]])(
+    'makes %j exit 1 and say so, creating neither the file nor its directories',
+    async (args) => {
+      const { sqlitePath, missingDir } = mistypedPath();
+
+      const result = await runTokenCli(args, { SQLITE_PATH: sqlitePath });
+
+      expect(result).toStrictEqual({
+        code: 1,
+        stdout: '',
+        stderr: `No token store exists at ${sqlitePath} (SQLITE_PATH): check the path; the service's first start, or create, makes it.\n`,
+      });
+      expect(fs.existsSync(missingDir)).toBe(false);
+    },
+  );
+
+  it('is made by create, directories included, so that a token can be made before the first start', async () => {
+    const { sqlitePath } = mistypedPath();
+
+    const { id } = await cliCreate(sqlitePath, 'ci');
+
+    expect((await cliListJson(sqlitePath)).tokens.map((token) => token.id)).toStrictEqual([id]);
+  });
+});
+
 describe('bad usage of the token CLI', () => {
   it.each([
     ['no command', []],
@@ -293,7 +327,7 @@ describe('bad usage of the token CLI', () => {
     ['an unknown command', ['rotate']],
     ['revoke without an id', ['revoke']],
     ['an unknown option', ['list', '--all']],
-  ])('exits 2 with the usage text for %s', async (_label, args) => {
+  ])('exits 2 with the usage text for %s, and opens no store', async (_label, args) => {
     const sqlitePath = tempSqlitePath();
 
     const result = await runTokenCli(args, { SQLITE_PATH: sqlitePath });
@@ -304,5 +338,6 @@ describe('bad usage of the token CLI', () => {
     expect(result.stderr).toContain('npm run token -- create --name NAME');
     expect(result.stderr).toContain('npm run token -- list [--json]');
     expect(result.stderr).toContain('npm run token -- revoke ID');
+    expect(fs.existsSync(sqlitePath)).toBe(false);
   });
 });
