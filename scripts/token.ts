@@ -13,6 +13,7 @@ const USAGE = `Usage:
   npm run token -- create --name NAME   create a token and print its secret once
   npm run token -- list [--json]        list tokens (never their secrets)
   npm run token -- revoke ID            revoke a token; it stops working at once
+  npm run token -- --help               print this
 The store is the one the service uses (SQLITE_PATH, as in README's configuration table).
 create makes it if it does not exist yet; list and revoke need one.`;
 
@@ -63,27 +64,48 @@ function formatTable(tokens: readonly TokenRecord[]): string {
 }
 
 type Command =
+  | { readonly kind: 'help' }
   | { readonly kind: 'create'; readonly name: string }
   | { readonly kind: 'list'; readonly json: boolean }
   | { readonly kind: 'revoke'; readonly id: string };
+
+/** The first option that is given twice: which of the two was meant cannot be known. */
+function repeatedOption(tokens: ReturnType<typeof parseArgs>['tokens']): string | undefined {
+  const seen = new Set<string>();
+  for (const token of tokens ?? []) {
+    if (token.kind !== 'option') continue;
+    if (seen.has(token.name)) return token.name;
+    seen.add(token.name);
+  }
+  return undefined;
+}
 
 /**
  * The command the arguments ask for, or a UsageError (parseArgs throws its own TypeError for an
  * unknown option). Read before any store is opened, so that a mistyped command opens none.
  */
 function parseCommand(args: string[]): Command {
-  const { positionals, values } = parseArgs({
+  const { positionals, values, tokens } = parseArgs({
     args,
     allowPositionals: true,
-    options: { name: { type: 'string' }, json: { type: 'boolean', default: false } },
+    tokens: true,
+    options: {
+      name: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
   });
+  const repeated = repeatedOption(tokens);
+  if (repeated !== undefined)
+    throw new UsageError(`--${repeated} is given more than once.\n${USAGE}`);
+  if (values.help === true) return { kind: 'help' };
   const [command, ...rest] = positionals;
-  const { name } = values;
-  if (command === 'create' && rest.length === 0 && name !== undefined)
+  const { name, json } = values;
+  if (command === 'create' && rest.length === 0 && name !== undefined && json === undefined)
     return { kind: 'create', name };
   if (command === 'list' && rest.length === 0 && name === undefined)
-    return { kind: 'list', json: values.json };
-  if (command === 'revoke' && rest.length === 1 && name === undefined)
+    return { kind: 'list', json: json === true };
+  if (command === 'revoke' && rest.length === 1 && name === undefined && json === undefined)
     return { kind: 'revoke', id: rest[0]! };
   throw new UsageError(USAGE);
 }
@@ -99,7 +121,10 @@ function missingStore(store: StoreConfig, command: Command): string | undefined 
   return `No token store exists at ${store.path} (SQLITE_PATH): check the path; the service's first start, or create, makes it.`;
 }
 
-async function run(tokens: TokensService, command: Command): Promise<number> {
+async function run(
+  tokens: TokensService,
+  command: Exclude<Command, { kind: 'help' }>,
+): Promise<number> {
   if (command.kind === 'create') {
     const token = await tokens.issue(command.name);
     process.stdout.write(
@@ -125,6 +150,10 @@ async function run(tokens: TokensService, command: Command): Promise<number> {
 async function main(): Promise<number> {
   try {
     const command = parseCommand(process.argv.slice(2));
+    if (command.kind === 'help') {
+      process.stdout.write(`${USAGE}\n`);
+      return 0;
+    }
     const config = parseConfig(process.env);
     const missing = missingStore(config.store, command);
     if (missing !== undefined) {

@@ -327,6 +327,10 @@ describe('bad usage of the token CLI', () => {
     ['an unknown command', ['rotate']],
     ['revoke without an id', ['revoke']],
     ['an unknown option', ['list', '--all']],
+    ['--json with create', ['create', '--name', 'ci', '--json']],
+    ['--json with revoke', ['revoke', 'aaaaaaaaaaaa', '--json']],
+    ['a repeated --name', ['create', '--name=x', '--name=y']],
+    ['a repeated --json', ['list', '--json', '--json']],
   ])('exits 2 with the usage text for %s, and opens no store', async (_label, args) => {
     const sqlitePath = tempSqlitePath();
 
@@ -340,4 +344,23 @@ describe('bad usage of the token CLI', () => {
     expect(result.stderr).toContain('npm run token -- revoke ID');
     expect(fs.existsSync(sqlitePath)).toBe(false);
   });
+
+  it('says which option is repeated', async () => {
+    const result = await runTokenCli(['create', '--name=x', '--name=y'], {
+      SQLITE_PATH: tempSqlitePath(),
+    });
+
+    expect(result.stderr).toMatch(/^--name is given more than once\.\nUsage:\n/);
+  });
+
+  it.each(['--help', '-h'])(
+    'prints the usage text on stdout for %s and exits 0',
+    async (option) => {
+      const result = await runTokenCli([option], { SQLITE_PATH: tempSqlitePath() });
+
+      expect(result).toMatchObject({ code: 0, stderr: '' });
+      expect(result.stdout).toMatch(/^Usage:\n/);
+      expect(result.stdout).toContain('npm run token -- list [--json]');
+    },
+  );
 });
