@@ -243,6 +243,7 @@ describe('request targets and framing', () => {
   it.each([
     ['a second token', `Bearer plnt_other`, 8],
     ['an empty second line', '', 9],
+    ['a line of another scheme', 'Basic dXNlcjpwYXNz', 10],
   ])(
     'answers 400 to two Authorization lines, even when one holds a valid token: %s',
     async (_, second, id) => {
