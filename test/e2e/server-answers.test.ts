@@ -252,6 +252,31 @@ describe('a body the app does not read', () => {
   });
 });
 
+describe('a body over the limit to an operation that reads one', () => {
+  const chunkedPost = (chunks: number) =>
+    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n' +
+    `${'1\r\na\r\n'.repeat(chunks)}0\r\n\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`;
+  const tooLarge = { error: 413, message: 'The request body is larger than 65536 bytes.' };
+
+  it('is answered 413 at the limit, read only 64 KiB further, and the connection closed', async () => {
+    // 200,000 one-byte chunks, whole, then a second request: read to its end before the 413, the
+    // body would leave the connection open for the second request, which would be answered.
+    const { data, closedByServer } = await converse(chunkedPost(200_000), { maxMs: 3000 });
+
+    const answers = responsesIn(data);
+    expect(answers.map((answer) => answer.status)).toEqual([413]);
+    expect(JSON.parse(answers[0]!.body.toString())).toEqual(tooLarge);
+    expect(closedByServer).toBe(true);
+  });
+
+  it('leaves the connection serving the next request when the rest of the body is short', async () => {
+    const { data } = await converse(chunkedPost(70_000), { maxMs: 3000 });
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([413, 200]);
+  });
+});
+
 describe('a DELETE sent with a body', () => {
   const deletion = (id: number) =>
     `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
