@@ -51,7 +51,9 @@ export function supervise(
     cluster.on('listening', (worker, address) => {
       listened.add(worker.id);
       failedStarts = 0;
-      if (announced) return;
+      // Not once stopping: a worker that listened just before the stop signal would otherwise
+      // have the development token created, and never shown, while the service stops.
+      if (announced || stopping) return;
       announced = true;
       hooks.onFirstListening(address.port).catch(() => stopAll(1));
     });
