@@ -9,10 +9,12 @@ const SECRET_BYTES = 32;
 const MAX_NAME_LENGTH = 100;
 /**
  * Characters a token name may not hold: the control characters (C0, DEL, C1), which a terminal
- * would run as commands, and the bidirectional overrides and isolates, which make text display in
- * another order than it is stored. `list` shows such characters escaped if an older name has them.
+ * would run as commands, the line and paragraph separators (U+2028, U+2029), which break a line
+ * of `list`'s table in some terminals and editors, and the bidirectional overrides and isolates,
+ * which make text display in another order than it is stored. `list` shows such characters
+ * escaped if an older name has them.
  */
-export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u202A-\u202E\u2066-\u2069]/u;
+export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
 /** last_used_at is written at most once per token in this interval, to keep writes off the hot path. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 /** How many verified tokens a process keeps in memory (see createTokensService). */

@@ -153,7 +153,7 @@ describe('control characters in token names', () => {
 
   it('shows those of a name stored before they were refused as escapes, in the table and in --json, which parses to the exact name', async () => {
     const sqlitePath = tempSqlitePath();
-    const name = 'ci\u001b[2J\u202e\u009bevil\\u001b';
+    const name = 'ci\u001b[2J\u202e\u009b\u2028evil\\u001b';
     const store = openSqlitePlantStore({
       path: sqlitePath,
       synchronous: 'FULL',
@@ -172,14 +172,15 @@ describe('control characters in token names', () => {
     expect(table).toMatchObject({ code: 0, stderr: '' });
     expect(table.stdout).not.toContain('\u001b');
     expect(table.stdout).not.toContain('\u202e');
+    expect(table.stdout).not.toContain('\u2028');
     expect(
       table.stdout
         .split('\n')[1]
         ?.split(/\s{2,}/)
         .slice(0, 2),
-    ).toStrictEqual(['aaaaaaaaaaaa', 'ci\\u001b[2J\\u202e\\u009bevil\\\\u001b']);
+    ).toStrictEqual(['aaaaaaaaaaaa', 'ci\\u001b[2J\\u202e\\u009b\\u2028evil\\\\u001b']);
     const json = await cliListJson(sqlitePath);
-    expect(json.stdout).not.toMatch(/[\u007f-\u009f\u202e]/);
+    expect(json.stdout).not.toMatch(/[\u007f-\u009f\u2028\u202e]/);
     expect(json.tokens.map((token) => token.name)).toStrictEqual([name]);
   });
 });

@@ -123,6 +123,8 @@ describe('createTokensService', () => {
       ['holding a tab inside', 'ci\tlaptop', CONTROL],
       ['holding DEL', 'ci\u007f', CONTROL],
       ['holding a C1 control', 'ci\u009blaptop', CONTROL],
+      ['holding a line separator', 'ci\u2028laptop', CONTROL],
+      ['holding a paragraph separator', 'ci\u2029laptop', CONTROL],
       ['holding a right-to-left override', 'ci\u202elaptop', CONTROL],
       ['holding a bidirectional isolate', 'ci\u2066laptop\u2069', CONTROL],
     ])('throws a RangeError and stores nothing when the name is %s', async (_, name, message) => {
