@@ -22,6 +22,7 @@ const NOT_JSON = 'The request body must be application/json in UTF-8.';
  */
 const ACCEPTED_MEDIA_TYPE = 'application/json';
 const REQUIRED = 'A JSON request body is required.';
+const INCOMPLETE = 'The request body did not arrive whole.';
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
 function checkMediaType(header: string | undefined, hasContent: boolean): void {
@@ -141,6 +142,10 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
     }
     if (length !== undefined && Number(length) > limit) throw new HttpProblem(413, tooLarge);
     if (!hasContent) throw new HttpProblem(400, REQUIRED);
+    // The connection closed before the body was read (the client left while a step before this one
+    // awaited its store, or the server answered a broken framing itself): nobody is left to answer,
+    // and raw-body would call the request an internal error, logged as one.
+    if (!req.readable) throw new HttpProblem(400, INCOMPLETE);
     // raw-body, not Express's body reader: past the limit, that one reads the rest of the body to
     // its end before answering 413 (a chunked body of a million one-byte chunks took 2 s of CPU).
     // Here the 413 is answered at once, and the request, which raw-body leaves paused, flows again

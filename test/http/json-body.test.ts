@@ -1,3 +1,5 @@
+import { once } from 'node:events';
+import net, { type AddressInfo } from 'node:net';
 import express from 'express';
 import request from 'supertest';
 import { createJsonBody } from '../../src/http/json-body';
@@ -55,5 +57,41 @@ describe('the Content-Type the body reader hands on', () => {
     const res = await request(appWith(health)).get('/healthz').set('Content-Type', type);
     expect(res.status).toBe(200);
     expect(res.body).toStrictEqual({ contentType: null });
+  });
+});
+
+// Over PostgreSQL authentication waits for the store, and a client can leave meanwhile.
+describe('a body whose connection closed before it was read', () => {
+  it('is refused with a 400, not passed on as an internal error of the reader', async () => {
+    const app = express();
+    let reached: (outcome: unknown) => void = () => undefined;
+    const outcome = new Promise<unknown>((resolve) => (reached = resolve));
+    app.use((req, res, next) => {
+      res.locals['operation'] = create;
+      // A slow step before the body reader, such as an authentication that awaits its store.
+      req.once('close', () => next());
+    });
+    app.use(createJsonBody({ limit: 1024 }));
+    app.use(() => reached('read'));
+    app.use(((error, _req, _res, _next) => reached(error)) as express.ErrorRequestHandler);
+    const server = app.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    try {
+      const socket = net.connect((server.address() as AddressInfo).port, '127.0.0.1');
+      await once(socket, 'connect');
+      socket.write(
+        'POST /plants HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+          'Content-Length: 40\r\n\r\n{"id":',
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      socket.destroy();
+
+      expect(await outcome).toMatchObject({
+        status: 400,
+        message: 'The request body did not arrive whole.',
+      });
+    } finally {
+      server.close();
+    }
   });
 });
