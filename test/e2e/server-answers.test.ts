@@ -41,7 +41,14 @@ interface Conversation {
  */
 function converse(
   request: string,
-  { more = [], gapMs = 20, readLate = false, maxMs = 10_000, to = port }: ConverseOptions = {},
+  {
+    more = [],
+    gapMs = 20,
+    readLate = false,
+    maxMs = 10_000,
+    to = port,
+    halfClose = false,
+  }: ConverseOptions = {},
 ): Promise<Conversation> {
   return new Promise((resolve) => {
     const socket = net.connect(to, '127.0.0.1');
@@ -62,6 +69,7 @@ function converse(
         await sleep(gapMs);
         socket.write(chunk);
       }
+      if (halfClose) socket.end();
       socket.resume();
     });
   });
@@ -74,6 +82,8 @@ interface ConverseOptions {
   readonly maxMs?: number;
   /** The port to connect to: the shared server's by default. */
   readonly to?: number;
+  /** Whether to end the client's side of the connection once everything is written. */
+  readonly halfClose?: boolean;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -214,6 +224,31 @@ describe('a request the app answered before its body came whole', () => {
 
     expect(responsesIn(data).map((answer) => answer.status)).toEqual([404]);
     expect(closedByServer).toBe(true);
+  });
+});
+
+describe('requests followed by the end of the client side of the connection (half-close)', () => {
+  it('are answered, in order, and the server closes the connection after the last answer', async () => {
+    const { data, closedByServer } = await converse(
+      `${createPlant(7100)}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n${createPlant(7100)}`,
+      { halfClose: true, maxMs: 3000 },
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([200, 200, 409]);
+    expect(closedByServer).toBe(true);
+  });
+
+  it('leave an unfinished request answered 400, as the end of the connection cuts it', async () => {
+    const { data } = await converse(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        'Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{"id"',
+      { halfClose: true, maxMs: 3000 },
+    );
+
+    const [answer, ...more] = responsesIn(data);
+    expect(answer?.status).toBe(400);
+    expect(JSON.parse(answer!.body.toString())).toEqual(UNPARSEABLE);
+    expect(more).toEqual([]);
   });
 });
 
