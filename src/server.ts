@@ -13,25 +13,36 @@ import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
 import type { Logger } from './logger';
 
+/** An http or https URL as a request target: its authority, then its path, query and fragment. */
+const HTTP_URL_TARGET = /^https?:\/\/([^/?#]*)(.*)$/is;
+
+/** Whether `authority` names a host, as an http URL's must (RFC 9110 section 4.2.1). */
+function isHostAuthority(authority: string): boolean {
+  try {
+    return new URL(`http://${authority}`).hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
 /**
  * An absolute-form target (RFC 9112 section 3.2.2) becomes origin-form, so that routing and
- * validation see the same path. A target that is not an http or https URL either is marked for the
- * app to answer 400 (see markUnparseableTarget): left as it was, the route gate and the validator could read
- * different paths from it (Express's lenient parser reads `/healthz` in `http://x:99999/healthz`).
+ * validation see the same path: the path and query exactly as sent, so that both forms of a path
+ * are one resource (a URL parser would resolve `/nope/../metrics` to `/metrics` and read a
+ * backslash as a slash, which the origin form of the same path does not). A target that is not an
+ * http or https URL with a host is marked for the app to answer 400 (see markUnparseableTarget):
+ * left as it was, the route gate and the validator could read different paths from it (Express's
+ * lenient parser reads `/healthz` in `http://x:99999/healthz`).
  */
 function toOriginForm(req: http.IncomingMessage): void {
   const target = req.url ?? '/';
   if (target.startsWith('/') || target === '*') return;
-  let url: URL | undefined;
-  try {
-    url = new URL(target);
-  } catch {
-    url = undefined;
-  }
+  const url = HTTP_URL_TARGET.exec(target);
   // Only http and https name a resource of an HTTP server: another scheme's URL (`foo://x`) may
   // have no path at all, which Express could not route.
-  if (url?.protocol === 'http:' || url?.protocol === 'https:') {
-    req.url = url.pathname + url.search + url.hash;
+  if (url !== null && isHostAuthority(url[1]!)) {
+    const rest = url[2]!;
+    req.url = rest.startsWith('/') ? rest : `/${rest}`;
   } else {
     markUnparseableTarget(req);
     // Kept for the log line, without the credentials a `user:password@` before the host would give.

@@ -72,6 +72,28 @@ describe('request targets and framing', () => {
   });
 
   it.each([
+    ['/nope/../metrics', 'GET'],
+    ['/a/%2e%2e/metrics', 'GET'],
+    ['/a/%2E%2E/healthz', 'GET'],
+    ['/a\\..\\metrics', 'GET'],
+    ['/healthz/../plants/3', 'DELETE'],
+  ])(
+    'routes the absolute form of %s as its origin form, with no dot segment resolved (%s)',
+    async (path, method) => {
+      const request = (requestTarget: string) =>
+        send(`${method} ${requestTarget} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}`);
+
+      const origin = errorOf(await request(path));
+      const absolute = errorOf(await request(`http://x${path}`));
+
+      expect(origin.status).toBe(404);
+      expect(absolute).toEqual(origin);
+    },
+  );
+
+  it.each([
+    ['GET', 'http:///healthz'],
+    ['GET', 'http:///plants'],
     ['GET', 'http://x:99999/healthz'],
     ['GET', 'http://[::1/healthz'],
     ['GET', 'http://'],
