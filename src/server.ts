@@ -131,6 +131,11 @@ export function createHttpServer(
       return;
     }
     toOriginForm(req);
+    // An HTTP/1.0 request with a Transfer-Encoding may have framing that a 1.0 sender meant
+    // otherwise: the connection closes after its answer (RFC 9112 section 6.1).
+    if (req.httpVersionMinor === 0 && req.headers['transfer-encoding'] !== undefined) {
+      res.setHeader('Connection', 'close');
+    }
     if (announcesBody(req)) limitUnreadBody(req, res);
     app(req, res);
   };

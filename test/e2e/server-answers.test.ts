@@ -252,6 +252,21 @@ describe('requests followed by the end of the client side of the connection (hal
   });
 });
 
+describe('an HTTP/1.0 request with a Transfer-Encoding', () => {
+  it('is answered, and its connection then closed, whatever it asks (RFC 9112 section 6.1)', async () => {
+    const { data, closedByServer } = await converse(
+      'GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n' +
+        '0\r\n\r\nGET /readyz HTTP/1.1\r\nHost: x\r\n\r\n',
+      { maxMs: 3000 },
+    );
+
+    const answers = responsesIn(data);
+    expect(answers.map((answer) => answer.status)).toEqual([200]);
+    expect(answers[0]?.headers['connection']).toBe('close');
+    expect(closedByServer).toBe(true);
+  });
+});
+
 describe('a body the app does not read', () => {
   /** `count` chunks of one byte: six bytes each on the wire, the dearest body to read per byte. */
   const tinyChunks = (count: number) => '1\r\na\r\n'.repeat(count);
