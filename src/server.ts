@@ -131,6 +131,11 @@ export function createHttpServer(
       return;
     }
     toOriginForm(req);
+    // Express answers 304 to a GET whose If-None-Match matches unless Cache-Control holds no-cache,
+    // which its check reads in lower case only; directives are case-insensitive (RFC 9111 section
+    // 5.2), and NO-CACHE must get the representation too.
+    const cacheControl = req.headers['cache-control'];
+    if (cacheControl !== undefined) req.headers['cache-control'] = cacheControl.toLowerCase();
     // An HTTP/1.0 request with a Transfer-Encoding may have framing that a 1.0 sender meant
     // otherwise: the connection closes after its answer (RFC 9112 section 6.1).
     if (req.httpVersionMinor === 0 && req.headers['transfer-encoding'] !== undefined) {

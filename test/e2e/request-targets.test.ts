@@ -56,6 +56,19 @@ describe('the request line of an answered request', () => {
   });
 });
 
+describe('a conditional GET', () => {
+  it.each(['no-cache', 'NO-CACHE', 'max-age=0, No-Cache'])(
+    'gets the representation, not a 304, when Cache-Control is %s',
+    async (cacheControl) => {
+      const request = (extra: string) =>
+        send(`GET /openapi.json HTTP/1.1\r\nHost: x\r\nIf-None-Match: *${extra}`);
+
+      expect((await request('')).response?.status).toBe(304);
+      expect((await request(`\r\nCache-Control: ${cacheControl}`)).response?.status).toBe(200);
+    },
+  );
+});
+
 describe('request targets and framing', () => {
   it('validates an absolute-form target exactly like its origin form', async () => {
     expect(errorOf(await post('http://127.0.0.1/plants', '{"id": 1, "name": ""}'))).toEqual({
