@@ -183,6 +183,11 @@ export function createHttpServer(
   });
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
+  // A client that expects 100-continue waits for it before it sends its body: node:http would send
+  // it at once, before any check. Here the body reader sends it (continueIfExpected), once the
+  // request has passed the checks made before its body; a request refused before then gets its
+  // final answer alone, and node:http closes the connection after it (the body may still come).
+  server.on('checkContinue', handle);
   return server;
 }
 

@@ -1,4 +1,4 @@
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler, Response } from 'express';
 import getRawBody from 'raw-body';
 import { HttpProblem } from './http-error';
@@ -55,6 +55,21 @@ export function announcesBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
+/** node:http's reading of an Expect header that asks for 100 (Continue); see createHttpServer. */
+const CONTINUE_EXPECTATION = /(?:^|\W)100-continue(?:$|\W)/i;
+
+/**
+ * Sends 100 (Continue) to a client that waits for it before sending its body, now that the body
+ * is about to be read. Not to an HTTP/1.0 client, whose expectation is ignored (RFC 9110 section
+ * 10.1.1).
+ */
+function continueIfExpected(req: IncomingMessage, res: ServerResponse): void {
+  const expect = req.headers.expect;
+  if (expect !== undefined && req.httpVersionMinor >= 1 && CONTINUE_EXPECTATION.test(expect)) {
+    res.writeContinue();
+  }
+}
+
 /** Methods that change nothing: their answer never waits for a body sent with them. */
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
 
@@ -64,6 +79,7 @@ const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD']);
  */
 function discardBody(
   req: IncomingMessage,
+  res: ServerResponse,
   limit: number,
   tooLarge: string,
   next: (error?: unknown) => void,
@@ -76,6 +92,7 @@ function discardBody(
     next(new HttpProblem(413, tooLarge));
     return;
   }
+  continueIfExpected(req, res);
   let received = 0;
   const count = (chunk: Buffer) => {
     received += chunk.length;
@@ -116,7 +133,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
       // when sent: a delete turns the headers object into a slower dictionary for later reads.
       if (req.headers['content-type'] !== undefined) delete req.headers['content-type'];
       if (operation !== undefined && !SAFE_METHODS.has(req.method) && announcesBody(req)) {
-        discardBody(req, limit, tooLarge, next);
+        discardBody(req, res, limit, tooLarge, next);
         return;
       }
       next();
@@ -146,6 +163,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
     // awaited its store, or the server answered a broken framing itself): nobody is left to answer,
     // and raw-body would call the request an internal error, logged as one.
     if (!req.readable) throw new HttpProblem(400, INCOMPLETE);
+    continueIfExpected(req, res);
     // raw-body, not Express's body reader: past the limit, that one reads the rest of the body to
     // its end before answering 413 (a chunked body of a million one-byte chunks took 2 s of CPU).
     // Here the 413 is answered at once, and the request, which raw-body leaves paused, flows again

@@ -267,6 +267,41 @@ describe('an HTTP/1.0 request with a Transfer-Encoding', () => {
   });
 });
 
+describe('a request that expects 100-continue', () => {
+  const expecting = (path: string, headers: string, length: number) =>
+    `POST ${path} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\n` +
+    `Expect: 100-continue\r\nContent-Length: ${length}\r\n\r\n`;
+
+  it.each([
+    ['without a token', '', 100, 401],
+    ['with a body over the limit', 'TOKEN', 5_000_000, 413],
+    ['with a media type it refuses', 'TOKEN', 100, 415],
+  ])(
+    'gets its final answer, without a 100 first, when it is refused before its body: %s',
+    async (label, auth, length, status) => {
+      const headers = auth === '' ? '' : `Authorization: Bearer ${token}\r\n`;
+      const request = expecting('/plants', headers, length);
+      const { data, closedByServer } = await converse(
+        label.includes('media') ? request.replace('application/json', 'text/plain') : request,
+        { maxMs: 3000 },
+      );
+
+      expect(responsesIn(data).map((answer) => answer.status)).toEqual([status]);
+      expect(closedByServer).toBe(true);
+    },
+  );
+
+  it('gets a 100 once it passed the checks before its body, and then its answer', async () => {
+    const body = JSON.stringify({ id: 7200, name: 'x' });
+    const { data } = await converse(
+      expecting('/plants', `Authorization: Bearer ${token}\r\n`, body.length),
+      { more: [body], gapMs: 200, maxMs: 1500 },
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([100, 200]);
+  });
+});
+
 describe('a body the app does not read', () => {
   /** `count` chunks of one byte: six bytes each on the wire, the dearest body to read per byte. */
   const tinyChunks = (count: number) => '1\r\na\r\n'.repeat(count);
