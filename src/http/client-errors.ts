@@ -8,6 +8,7 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
 import { markAnsweredByServer, newRequestId, pathOf } from './request-log';
+import { methodAsSent } from './route-gate';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -130,7 +131,7 @@ function answerClientError(
 
 /** The method and path (never the query) of a request whose headers arrived, as its log line has them. */
 function requestLineOf(req: http.IncomingMessage): { method: string; path: string } {
-  return { method: req.method ?? '', path: pathOf(req.url ?? '') };
+  return { method: methodAsSent(req), path: pathOf(req.url ?? '') };
 }
 
 /**

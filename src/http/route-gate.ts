@@ -19,6 +19,14 @@ export function pathParameter(res: Response, name: string): string | undefined {
   return raw === undefined ? undefined : decodeURIComponent(raw);
 }
 
+/** HEAD requests routed as the GET they mirror, whose method the gate rewrote; see methodAsSent. */
+const headsRoutedAsGet = new WeakSet<IncomingMessage>();
+
+/** The method a request arrived with, HEAD for one the gate routes as GET (for its log line). */
+export function methodAsSent(req: IncomingMessage): string {
+  return headsRoutedAsGet.has(req) ? 'HEAD' : (req.method ?? '');
+}
+
 /** Requests whose target is neither a path nor an http(s) URL; see markUnparseableTarget. */
 const unparseableTargets = new WeakSet<IncomingMessage>();
 
@@ -146,6 +154,7 @@ export function createRouteGate(routes: readonly RouteInfo[], cors?: Cors): Requ
     if (req.method === 'OPTIONS' && cors?.answerPreflight(req, res, allowedMethods(route))) return;
     // HEAD is GET without a body (RFC 9110): routed, authenticated and validated as the GET it mirrors.
     if (req.method === 'HEAD' && !route.operations.has('HEAD') && route.operations.has('GET')) {
+      headsRoutedAsGet.add(req);
       req.method = 'GET';
     }
     const operation = route.operations.get(req.method);

@@ -203,6 +203,21 @@ describe('request targets and framing', () => {
     expect(answer.rest.toString('latin1')).toBe('');
   });
 
+  it('logs the 400 to a HEAD whose body breaks as a HEAD, which the app routes as a GET', async () => {
+    const outcome = await send(
+      'HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: head-broken-body\r\n' +
+        'Transfer-Encoding: chunked\r\n\r\nzz\r\n',
+      '',
+      { noBody: true },
+    );
+    expect(outcome.response?.status).toBe(400);
+
+    expect(await requestLineOf(server, 'head-broken-body')).toMatchObject({
+      req: { method: 'HEAD', path: '/healthz' },
+      res: { status: 400 },
+    });
+  });
+
   it('answers a POST whose chunked body breaks off with the body of its 400, even when the body says HEAD', async () => {
     const outcome = await rawExchange(
       target,
