@@ -8,7 +8,7 @@ import {
   type Connection,
   type ServerAnswerListener,
 } from './http/client-errors';
-import { announcesBody } from './http/json-body';
+import { announcesBody, awaitContinue } from './http/json-body';
 import { expressMessageClasses } from './http/message-shape';
 import { markUnparseableTarget } from './http/route-gate';
 import type { Logger } from './logger';
@@ -138,8 +138,10 @@ export function createHttpServer(
     if (cacheControl !== undefined) req.headers['cache-control'] = cacheControl.toLowerCase();
     // An HTTP/1.0 request with a Transfer-Encoding may have framing that a 1.0 sender meant
     // otherwise: the connection closes after its answer (RFC 9112 section 6.1).
+    // (shouldKeepAlive, not a Connection header, which a shutdown may remove; see
+    // servePipelinedAfterClose.)
     if (req.httpVersionMinor === 0 && req.headers['transfer-encoding'] !== undefined) {
-      res.setHeader('Connection', 'close');
+      res.shouldKeepAlive = false;
     }
     if (announcesBody(req)) limitUnreadBody(req, res);
     app(req, res);
@@ -184,10 +186,18 @@ export function createHttpServer(
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);
   // A client that expects 100-continue waits for it before it sends its body: node:http would send
-  // it at once, before any check. Here the body reader sends it (continueIfExpected), once the
-  // request has passed the checks made before its body; a request refused before then gets its
-  // final answer alone, and node:http closes the connection after it (the body may still come).
-  server.on('checkContinue', handle);
+  // it at once, before any check. Here the body reader sends it (awaitContinue), once the request
+  // has passed the checks made before its body; a request refused before then gets its final
+  // answer alone, and node:http closes the connection after it (the body may still come). A
+  // request without a body has nothing to wait for: its 100 goes at once, and the connection stays
+  // open. From an HTTP/1.0 client the expectation is ignored (RFC 9110 section 10.1.1).
+  server.on('checkContinue', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    if (req.httpVersionMinor >= 1) {
+      if (announcesBody(req)) awaitContinue(req);
+      else res.writeContinue();
+    }
+    handle(req, res);
+  });
   return server;
 }
 

@@ -55,19 +55,21 @@ export function announcesBody(req: IncomingMessage): boolean {
   return req.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 }
 
-/** node:http's reading of an Expect header that asks for 100 (Continue); see createHttpServer. */
-const CONTINUE_EXPECTATION = /(?:^|\W)100-continue(?:$|\W)/i;
+/** Requests whose client waits for 100 (Continue) before it sends its body; see awaitContinue. */
+const awaitingContinue = new WeakSet<IncomingMessage>();
 
 /**
- * Sends 100 (Continue) to a client that waits for it before sending its body, now that the body
- * is about to be read. Not to an HTTP/1.0 client, whose expectation is ignored (RFC 9110 section
- * 10.1.1).
+ * Notes a request whose client waits for 100 (Continue) before it sends its body (node:http's
+ * 'checkContinue', see createHttpServer): the body reader sends the 100 once the request has
+ * passed the checks made before its body, just before it reads it.
  */
-function continueIfExpected(req: IncomingMessage, res: ServerResponse): void {
-  const expect = req.headers.expect;
-  if (expect !== undefined && req.httpVersionMinor >= 1 && CONTINUE_EXPECTATION.test(expect)) {
-    res.writeContinue();
-  }
+export function awaitContinue(req: IncomingMessage): void {
+  awaitingContinue.add(req);
+}
+
+/** Sends 100 (Continue) to a client that waits for it, now that its body is about to be read. */
+function continueIfAwaited(req: IncomingMessage, res: ServerResponse): void {
+  if (awaitingContinue.delete(req)) res.writeContinue();
 }
 
 /** Methods that change nothing: their answer never waits for a body sent with them. */
@@ -92,7 +94,7 @@ function discardBody(
     next(new HttpProblem(413, tooLarge));
     return;
   }
-  continueIfExpected(req, res);
+  continueIfAwaited(req, res);
   let received = 0;
   const count = (chunk: Buffer) => {
     received += chunk.length;
@@ -163,7 +165,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
     // awaited its store, or the server answered a broken framing itself): nobody is left to answer,
     // and raw-body would call the request an internal error, logged as one.
     if (!req.readable) throw new HttpProblem(400, INCOMPLETE);
-    continueIfExpected(req, res);
+    continueIfAwaited(req, res);
     // raw-body, not Express's body reader: past the limit, that one reads the rest of the body to
     // its end before answering 413 (a chunked body of a million one-byte chunks took 2 s of CPU).
     // Here the 413 is answered at once, and the request, which raw-body leaves paused, flows again
