@@ -48,7 +48,9 @@ type OwnResponse = http.ServerResponse & { _hasBody?: boolean };
  */
 export type Connection = Socket & {
   _httpMessage?: OwnResponse | null;
-  parser?: { incoming?: http.IncomingMessage | null } | null;
+  /** node:http's mark of a connection it stopped reading, which it then starts again itself. */
+  _paused?: boolean;
+  parser?: { incoming?: http.IncomingMessage | null; resume?(): void } | null;
 };
 
 /**

@@ -324,6 +324,45 @@ describe('a request that expects 100-continue', () => {
   });
 });
 
+describe('requests pipelined on one connection', () => {
+  it('are processed one at a time, in order: a DELETE behind the POST of its plant finds it', async () => {
+    // A server of its own, whose token is used first here: its first check awaits the store, which
+    // let the DELETE behind the POST run first when pipelined requests ran side by side.
+    const own = await startWithToken();
+    const ownPort = Number(new URL(own.server.baseUrl).port);
+    const pair = (id: number) => {
+      const body = JSON.stringify({ id, name: 'x' });
+      const auth = `Authorization: Bearer ${own.token}\r\n`;
+      return (
+        `POST /plants HTTP/1.1\r\nHost: x\r\n${auth}Content-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n${body}` +
+        `DELETE /plants/${id} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`
+      );
+    };
+    const ids = [1, 2, 3, 4, 5];
+
+    const { data } = await converse(
+      `${ids.map(pair).join('')}GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+      { to: ownPort, maxMs: 3000 },
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([
+      ...ids.flatMap(() => [200, 204]),
+      200,
+    ]);
+    for (const id of ids) {
+      const again = await callApi(
+        own.server,
+        own.token,
+        'POST',
+        '/plants',
+        `{"id":${id},"name":"x"}`,
+      );
+      expect(again.status).toBe(200);
+    }
+  });
+});
+
 describe('a body the app does not read', () => {
   /** `count` chunks of one byte: six bytes each on the wire, the dearest body to read per byte. */
   const tinyChunks = (count: number) => '1\r\na\r\n'.repeat(count);
