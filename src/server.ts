@@ -231,13 +231,6 @@ export function createHttpServer(
   // Authorization placed after a thousand filler lines would escape the checks above and the app's.
   // The header bytes stay bounded by maxHeaderSize.
   server.maxHeadersCount = 0;
-  // A client may end its side of the connection once it has sent its requests (a half-close, RFC
-  // 9112 section 9.6): each request it sent whole is still answered, in order, and the connection
-  // closes after the last answer. node:http's default drops the requests in flight at the client's
-  // end, whose writes could then be made with no answer sent. A request the end cuts short is
-  // answered 400 by createClientErrorHandler, as before. (A property of node:http's server since
-  // its first versions, read at each end of a connection; not in its type declarations.)
-  (server as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
   server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   connectionsOf.set(server, connections);
