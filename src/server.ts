@@ -132,11 +132,15 @@ const turnsOf = new WeakMap<Connection, Turns>();
  * a client that does not read its answers holds up its own requests, and the server holds at most
  * a chunk of them.
  */
-function runInTurn(req: http.IncomingMessage, res: http.ServerResponse, serve: () => void): void {
+function runInTurn(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  serve: (req: http.IncomingMessage, res: http.ServerResponse) => void,
+): void {
   const connection: Connection = req.socket;
   const current = connection._httpMessage;
   if (current === res || current === null || current === undefined) {
-    serve();
+    serve(req, res);
     return;
   }
   // node:http attaches a response to the connection only once those before it are written, so
@@ -167,7 +171,7 @@ function runInTurn(req: http.IncomingMessage, res: http.ServerResponse, serve: (
       connection.parser?.resume?.();
       connection.resume();
     }
-    serve();
+    serve(req, res);
   };
   before.on('finish', start);
   before.on('close', start);
@@ -206,7 +210,7 @@ export function createHttpServer(
       res.shouldKeepAlive = false;
     }
     if (announcesBody(req)) limitUnreadBody(req, res);
-    runInTurn(req, res, () => app(req, res));
+    runInTurn(req, res, app);
   };
   const server = http.createServer(
     {
