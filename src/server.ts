@@ -165,6 +165,10 @@ function runInTurn(
     started = true;
     before.off('finish', start);
     before.off('close', start);
+    // The connection can no longer carry an answer (it was reset, timed out, or closes after the
+    // answer before): this request is not processed, so that its client may send it again
+    // (RFC 9112 section 9.3.2).
+    if (!connection.writable) return;
     waiting.waiting -= 1;
     if (waiting.waiting === 0 && connection._paused === true && !connection.destroyed) {
       connection._paused = false;
