@@ -90,6 +90,11 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const UNPARSEABLE = { error: 400, message: 'The request could not be parsed as HTTP/1.1.' };
 
+/** A POST whose body announces 40 bytes and stops after five: it never arrives whole. */
+const cutShortPost = (target: string, headers = '') =>
+  `POST ${target} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\n` +
+  'Content-Length: 40\r\n\r\n{"id"';
+
 const createPlant = (id: number) => {
   const body = JSON.stringify({ id, name: 'x' });
   return (
@@ -186,9 +191,10 @@ describe('an answer the server writes itself', () => {
 
   it('keeps the X-Request-Id of a request whose headers arrived, and logs its method and path: 408 to a body that does not arrive in time', async () => {
     const { data } = await converse(
-      'POST /plants?q=1 HTTP/1.1\r\nHost: x\r\nX-Request-Id: mine-slow-body\r\n' +
-        `Authorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
-        'Content-Length: 40\r\n\r\n{"id": 5',
+      cutShortPost(
+        '/plants?q=1',
+        `X-Request-Id: mine-slow-body\r\nAuthorization: Bearer ${token}\r\n`,
+      ),
       { maxMs: 6000 },
     );
 
@@ -216,11 +222,7 @@ describe('an answer the server writes itself', () => {
 
 describe('a request the app answered before its body came whole', () => {
   it('gets no second answer when its body does not arrive in time: the connection is closed', async () => {
-    const { data, closedByServer } = await converse(
-      'POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
-        'Content-Length: 40\r\n\r\n{"id"',
-      { maxMs: 6000 },
-    );
+    const { data, closedByServer } = await converse(cutShortPost('/nowhere'), { maxMs: 6000 });
 
     expect(responsesIn(data).map((answer) => answer.status)).toEqual([404]);
     expect(closedByServer).toBe(true);
@@ -229,11 +231,10 @@ describe('a request the app answered before its body came whole', () => {
 
 describe('a request followed by the end of the client side of the connection (half-close)', () => {
   it('is answered 400 when the end cuts it short', async () => {
-    const { data } = await converse(
-      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
-        'Content-Type: application/json\r\nContent-Length: 40\r\n\r\n{"id"',
-      { halfClose: true, maxMs: 3000 },
-    );
+    const { data } = await converse(cutShortPost('/plants', `Authorization: Bearer ${token}\r\n`), {
+      halfClose: true,
+      maxMs: 3000,
+    });
 
     const [answer, ...more] = responsesIn(data);
     expect(answer?.status).toBe(400);
