@@ -5,6 +5,8 @@ import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
 import { HttpProblem, UNKNOWN_QUERY_PARAMETER } from './http-error';
+import { CANONICAL_INT64_RULE } from './int64';
+import { PATH_ID } from './plants-handlers';
 import { requestIdOf } from './request-log';
 import type { Json } from './openapi-types';
 
@@ -28,14 +30,23 @@ const REWORDED: ReadonlyArray<readonly [RegExp, string]> = [
   [/^malformed uri'$/, 'is not a valid URI path: its percent-encoding is malformed or not UTF-8'],
 ];
 
+/**
+ * Fields whose every problem is told by one rule. The path id is checked twice: by the validator
+ * as an integer (`abc`, `1.5`), then by the handler as a canonical int64 (`01`, `+1`, out of
+ * range); both answers read the same.
+ */
+const FIELD_RULES: ReadonlyMap<string, string> = new Map([[PATH_ID, CANONICAL_INT64_RULE]]);
+
 /** One line per validation problem, each naming its field, as `request/body/name must be string`. */
 function describeValidation(error: { message: string; errors: ValidatorItem[] }): string {
   const items = error.errors.map((item) => {
     const field = `request${item.path ?? ''}`.replace(/\/$/, '');
-    const message = REWORDED.reduce(
-      (text, [pattern, replacement]) => text.replace(pattern, replacement),
-      item.message ?? 'is invalid',
-    );
+    const message =
+      FIELD_RULES.get(field) ??
+      REWORDED.reduce(
+        (text, [pattern, replacement]) => text.replace(pattern, replacement),
+        item.message ?? 'is invalid',
+      );
     return message.startsWith(field) ? message : `${field} ${message}`;
   });
   return items.length > 0 ? items.join('; ') : error.message;

@@ -9,6 +9,9 @@ const MAX_DIGITS = 19;
 
 const CANONICAL_INT64 = /^(?:0|-?[1-9][0-9]{0,18})$/;
 
+/** What parseCanonicalInt64 accepts, worded to follow a field's name. */
+export const CANONICAL_INT64_RULE = `must be a decimal integer between ${INT64_MIN} and ${INT64_MAX}, without a plus sign or leading zeros`;
+
 const JSON_NUMBER = /^(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?$/;
 
 /** A canonical decimal int64 (optional minus, no plus, no leading zeros, no "-0"), or undefined for anything else (including out of range, empty, whitespace, "1.0", "1e2", "+1", "01"). */

@@ -1,30 +1,35 @@
 import type { RequestHandler } from 'express';
 import type { PlantsService } from '../service/plants-service';
 import { HttpProblem } from './http-error';
-import { INT64_MAX, INT64_MIN, int64FromJsonNumber, parseCanonicalInt64 } from './int64';
+import {
+  CANONICAL_INT64_RULE,
+  INT64_MAX,
+  INT64_MIN,
+  int64FromJsonNumber,
+  parseCanonicalInt64,
+} from './int64';
 import { parsedBody } from './json-body';
 import type { Body, Json, OperationId } from './openapi-types';
 import { pathParameter } from './route-gate';
-
-const RANGE = `between ${INT64_MIN} and ${INT64_MAX}`;
 
 /** The exact id from the body's source text: the validator only sees a JS number, which rounds above 2^53. */
 function bodyId(raw: string | undefined): bigint {
   const id = raw === undefined ? undefined : int64FromJsonNumber(raw);
   if (id?.ok === true) return id.value;
   // Worded as the validator words its own type errors ("must be integer").
-  const problem = id?.reason === 'out-of-range' ? `must be ${RANGE}` : 'must be integer';
+  const problem =
+    id?.reason === 'out-of-range'
+      ? `must be between ${INT64_MIN} and ${INT64_MAX}`
+      : 'must be integer';
   throw new HttpProblem(400, `request/body/id ${problem}`);
 }
 
+/** The path id's field, as the validator names it. */
+export const PATH_ID = 'request/params/id';
+
 function pathId(segment: string | undefined): bigint {
   const id = segment === undefined ? undefined : parseCanonicalInt64(segment);
-  if (id === undefined) {
-    throw new HttpProblem(
-      400,
-      `request/params/id must be a decimal integer ${RANGE}, without a plus sign or leading zeros`,
-    );
-  }
+  if (id === undefined) throw new HttpProblem(400, `${PATH_ID} ${CANONICAL_INT64_RULE}`);
   return id;
 }
 

@@ -52,8 +52,15 @@ describe('DELETE /plants/{id}', () => {
     '-9223372036854775809',
     '%20%31',
     '1%20',
-  ])('returns 400 naming the id parameter when the id is %s', async (id) => {
-    expectError(await remove(id), 400, /request\/params\/id/);
+  ])("returns 400 with the contract's one message for a bad id when the id is %s", async (id) => {
+    // The same words whether the validator (not an integer) or the handler (not canonical, out of
+    // range) refuses it: the contract's invalidPathId example.
+    expectError(
+      await remove(id),
+      400,
+      'request/params/id must be a decimal integer between -9223372036854775808 and ' +
+        '9223372036854775807, without a plus sign or leading zeros',
+    );
   });
 
   it('does not delete a plant when the id is rejected', async () => {
