@@ -95,10 +95,11 @@ function parseCommand(args: string[]): Command {
       help: { type: 'boolean', short: 'h' },
     },
   });
+  // Help is asked for however it is asked, even twice or beside a mistake.
+  if (values.help === true) return { kind: 'help' };
   const repeated = repeatedOption(tokens);
   if (repeated !== undefined)
     throw new UsageError(`--${repeated} is given more than once.\n${USAGE}`);
-  if (values.help === true) return { kind: 'help' };
   const [command, ...rest] = positionals;
   const { name, json } = values;
   if (command === 'create' && rest.length === 0 && name !== undefined && json === undefined)

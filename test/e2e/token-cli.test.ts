@@ -354,14 +354,16 @@ describe('bad usage of the token CLI', () => {
     expect(result.stderr).toMatch(/^--name is given more than once\.\nUsage:\n/);
   });
 
-  it.each(['--help', '-h'])(
-    'prints the usage text on stdout for %s and exits 0',
-    async (option) => {
-      const result = await runTokenCli([option], { SQLITE_PATH: tempSqlitePath() });
+  it.each([
+    { args: ['--help'] },
+    { args: ['-h'] },
+    { args: ['-h', '-h'] },
+    { args: ['create', '--name=x', '--name=y', '--help'] },
+  ])('prints the usage text on stdout for $args and exits 0', async ({ args }) => {
+    const result = await runTokenCli(args, { SQLITE_PATH: tempSqlitePath() });
 
-      expect(result).toMatchObject({ code: 0, stderr: '' });
-      expect(result.stdout).toMatch(/^Usage:\n/);
-      expect(result.stdout).toContain('npm run token -- list [--json]');
-    },
-  );
+    expect(result).toMatchObject({ code: 0, stderr: '' });
+    expect(result.stdout).toMatch(/^Usage:\n/);
+    expect(result.stdout).toContain('npm run token -- list [--json]');
+  });
 });
