@@ -1,5 +1,5 @@
 import http from 'node:http';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import type { Express } from 'express';
 import type { HttpServerConfig } from './config';
 import {
@@ -83,6 +83,60 @@ function servePipelinedAfterClose(socket: Connection, closing: WeakSet<Connectio
 const UNREAD_BODY_DRAIN_BYTES = 64 * 1024;
 
 /**
+ * Whether a request's answer, about to be written, leaves more of the body its Content-Length
+ * announces unread than the server reads after it (UNREAD_BODY_DRAIN_BYTES): the connection then
+ * cannot carry another request. The body received so far waits in the request's buffer (it was
+ * not read, or the answer would not come before its end). A chunked body's length is not known:
+ * its answer keeps the connection, which closes after the allowance if the body goes on.
+ */
+function leavesBodyUnread(req: http.IncomingMessage): boolean {
+  if (req.complete || req.headers['transfer-encoding'] !== undefined) return false;
+  const length = req.headers['content-length'];
+  return length !== undefined && Number(length) - req.readableLength > UNREAD_BODY_DRAIN_BYTES;
+}
+
+/**
+ * Makes the answers written by `Response` say `Connection: close` when they leave their
+ * request's body unread past what the server reads after them (leavesBodyUnread): told
+ * keep-alive, a client would send its next request on a connection the server is closing (a
+ * keep-alive agent of node:http then got ECONNRESET on every second 1 MB POST without a token).
+ * A method of the app's response class (see expressMessageClasses), so that no answer is missed
+ * (every answer goes through writeHead, which node:http calls itself when the app does not), and
+ * one to a request read whole pays one property read.
+ */
+function closeWhenBodyIsLeft(Response: typeof http.ServerResponse): void {
+  const { writeHead } = Response.prototype;
+  Response.prototype.writeHead = function writeHeadClosingWhenBodyIsLeft(
+    this: http.ServerResponse,
+  ) {
+    if (leavesBodyUnread(this.req)) this.shouldKeepAlive = false;
+    // eslint-disable-next-line prefer-rest-params -- passed on as they came, without a copy
+    return writeHead.apply(this, arguments as unknown as Parameters<typeof writeHead>);
+  } as typeof writeHead;
+}
+
+/** node:http's mark of a response after which it closes the connection. */
+type ClosingResponse = http.ServerResponse & { _last?: boolean };
+
+/**
+ * Ends a connection's side without destroying it: in the place of node:http's destroySoon once an
+ * answer that closes the connection left its request's body unread (see limitUnreadBody).
+ */
+function endLingering(this: Socket): void {
+  this.end();
+}
+
+/**
+ * Keeps a connection whose answer closes it open while its request's body still arrives; see
+ * limitUnreadBody. Once the body has arrived whole, the connection is closed as node:http would
+ * have closed it.
+ */
+function lingerForBody(req: http.IncomingMessage, socket: Socket): void {
+  socket.destroySoon = endLingering;
+  req.once('end', () => Socket.prototype.destroySoon.call(socket));
+}
+
+/**
  * After an answer written before its request's body arrived whole (an error decided from the
  * headers, such as a 401 or a 404, or a GET, which ignores a body), node:http reads the rest of
  * the body and throws it away, so that the connection can carry the next request: however long
@@ -91,13 +145,23 @@ const UNREAD_BODY_DRAIN_BYTES = 64 * 1024;
  * UNREAD_BODY_DRAIN_BYTES more of the connection, the server stops reading it and closes its side
  * (0.1 to 0.2 s for the same million chunks): the client can still read its answer, and the
  * connection is dropped when its idle time-out passes, or when the client closes it.
+ *
+ * An answer that closes the connection (the client asked for it, or closeWhenBodyIsLeft decided
+ * it) is handled the same way. node:http would destroy the connection once the answer is written
+ * (destroySoon), while the body still arrives: the kernel then answers what the client still
+ * sends with a reset, which fails the client's writes (EPIPE) and may cost it the answer, unread.
+ * Here its side is ended instead and the rest read as above (RFC 9112 section
+ * 9.6); the connection goes once the body has arrived whole, when the client closes it, or at
+ * REQUEST_TIMEOUT_MS from its request's start.
  */
 function limitUnreadBody(req: http.IncomingMessage, res: http.ServerResponse): void {
   // At 'prefinish' (node:http's, emitted once the answer is written whole), before node:http
-  // decides at 'finish' to drop the rest of the body unseen: read here instead, it can be counted.
+  // decides at 'finish' to drop the rest of the body unseen, or to destroy the connection: read
+  // here instead, it can be counted.
   res.once('prefinish', () => {
     if (req.complete) return;
     const { socket } = req;
+    if ((res as ClosingResponse)._last === true) lingerForBody(req, socket);
     const stopAt = socket.bytesRead + UNREAD_BODY_DRAIN_BYTES;
     const check = () => {
       if (socket.bytesRead <= stopAt) return;
@@ -216,10 +280,12 @@ export function createHttpServer(
     if (announcesBody(req)) limitUnreadBody(req, res);
     runInTurn(req, res, app);
   };
+  const messageClasses = expressMessageClasses(app);
+  closeWhenBodyIsLeft(messageClasses.ServerResponse);
   const server = http.createServer(
     {
       // Requests and responses that already have the app's prototypes (see expressMessageClasses).
-      ...expressMessageClasses(app),
+      ...messageClasses,
       headersTimeout: config.headersTimeoutMs,
       requestTimeout: config.requestTimeoutMs,
       keepAliveTimeout: config.keepAliveTimeoutMs,

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import { responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf } from '../support/log-lines';
@@ -84,6 +86,32 @@ interface ConverseOptions {
   readonly to?: number;
   /** Whether to end the client's side of the connection once everything is written. */
   readonly halfClose?: boolean;
+}
+
+/**
+ * Whether process `pid` still holds the TCP connection from `clientPort` to its `serverPort`
+ * (Linux: the connection's socket in /proc/net/tcp among the process's descriptors); a connection
+ * the process has closed, even one the kernel still winds down, is not held.
+ */
+function serverHoldsConnection(pid: number, serverPort: number, clientPort: number): boolean {
+  const portOf = (address: string) => parseInt(address.split(':')[1]!, 16);
+  const inode = fs
+    .readFileSync('/proc/net/tcp', 'utf8')
+    .split('\n')
+    .slice(1)
+    .map((line) => line.trim().split(/\s+/))
+    .find(
+      (fields) =>
+        portOf(fields[1] ?? ':0') === serverPort && portOf(fields[2] ?? ':0') === clientPort,
+    )?.[9];
+  if (inode === undefined || inode === '0') return false;
+  return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`;
+    } catch {
+      return false;
+    }
+  });
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
@@ -380,6 +408,106 @@ describe('a body the app does not read', () => {
     });
 
     expect(responsesIn(data).map((answer) => answer.status)).toEqual([200]);
+  });
+});
+
+describe('a body the app leaves unread past what the server reads after the answer', () => {
+  const megabyte = Buffer.alloc(1 << 20, 0x61);
+
+  /** A POST of `body` through node:http's client, answered 404 before its body is read. */
+  const postUnread = (agent: http.Agent, body: Buffer) =>
+    new Promise<{
+      status?: number | undefined;
+      connection?: string | undefined;
+      error?: string | undefined;
+    }>((resolve) => {
+      const request = http.request(
+        { host: '127.0.0.1', port, method: 'POST', path: '/nowhere', agent },
+        (response) => {
+          response.resume();
+          response.on('end', () =>
+            resolve({ status: response.statusCode, connection: response.headers.connection }),
+          );
+        },
+      );
+      request.on('error', (error: NodeJS.ErrnoException) => resolve({ error: error.code }));
+      request.end(body);
+    });
+
+  it('is answered Connection: close when its Content-Length says so, so a keep-alive client does not reuse the connection', async () => {
+    // Told keep-alive, the agent sent every second request on the connection the server had
+    // closed after reading 64 KiB more, and got ECONNRESET.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const outcomes = [];
+    for (let i = 0; i < 4; i += 1) outcomes.push(await postUnread(agent, megabyte));
+    agent.destroy();
+
+    expect(outcomes).toEqual(Array(4).fill({ status: 404, connection: 'close' }));
+  });
+
+  it('keeps the connection when the rest of its body is short enough to be read', async () => {
+    const body = 'a'.repeat(20_000);
+    const { data } = await converse(
+      `POST /nowhere HTTP/1.1\r\nHost: x\r\nContent-Length: ${body.length}\r\n\r\n${body}` +
+        'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      { maxMs: 3000 },
+    );
+
+    const answers = responsesIn(data);
+    expect(answers.map((answer) => answer.status)).toEqual([404, 200]);
+    expect(answers[0]!.headers['connection']).toBe('keep-alive');
+  });
+
+  it('is not reset under a client that is still sending it, when the answer closes the connection', async () => {
+    // RFC 9112 section 9.6: the server closes its side and goes on reading, so that the client,
+    // still sending, can read the answer. node:http destroyed the connection once the answer was
+    // written: the kernel then answered what the client still sent with a reset.
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    const received: Buffer[] = [];
+    let error: string | undefined;
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', (cause: NodeJS.ErrnoException) => (error ??= cause.code));
+    const ended = new Promise((resolve) => socket.once('end', resolve));
+    socket.write(
+      `POST /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n` +
+        `Content-Length: ${megabyte.length}\r\n\r\n`,
+    );
+    socket.write(megabyte.subarray(0, 1 << 16));
+    await ended;
+    // More of the body a little after the server's side has ended, as a client still sending it
+    // does; twice, since a reset of the connection shows only at the write after it.
+    for (const start of [1 << 16, 1 << 17]) {
+      await sleep(50);
+      socket.write(megabyte.subarray(start, start + (1 << 16)));
+    }
+    await sleep(100);
+    socket.destroy();
+
+    expect(error).toBeUndefined();
+    const answers = responsesIn(Buffer.concat(received));
+    expect(answers.map((answer) => [answer.status, answer.headers['connection']])).toEqual([
+      [404, 'close'],
+    ]);
+  });
+
+  it('releases the connection once the body has arrived whole, when the answer closes it', async () => {
+    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+    socket.on('error', () => undefined);
+    socket.resume();
+    const ended = new Promise((resolve) => socket.once('end', resolve));
+    socket.write(
+      `POST /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 30000\r\n\r\n` +
+        'a'.repeat(5_000),
+    );
+    await ended;
+    const held = () => serverHoldsConnection(server.process.pid!, port, socket.localPort!);
+    const whileArriving = held();
+    socket.write('a'.repeat(25_000));
+    await sleep(200);
+    const afterwards = held();
+    socket.destroy();
+
+    expect({ whileArriving, afterwards }).toEqual({ whileArriving: true, afterwards: false });
   });
 });
 
