@@ -374,6 +374,25 @@ describe('requests pipelined on one connection', () => {
       expect(again.status).toBe(200);
     }
   });
+
+  it('are not processed when their turn comes after the connection was reset, so that the client may send them again', async () => {
+    const ids = [9201, 9202, 9203, 9204];
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // The four at once, then a reset: the server reads them together and runs the first, while the
+    // others wait for its answer, which can no longer be sent.
+    socket.write(ids.map(createPlant).join(''));
+    socket.resetAndDestroy();
+    await sleep(300);
+
+    const stored = [];
+    for (const id of ids) {
+      const again = await callApi(server, token, 'POST', '/plants', `{"id":${id},"name":"x"}`);
+      stored.push(again.status === 409);
+    }
+    expect(stored).toEqual([true, false, false, false]);
+  });
 });
 
 describe('a body the app does not read', () => {
