@@ -99,7 +99,8 @@ function leavesBodyUnread(req: http.IncomingMessage): boolean {
  * Makes the answers written by `Response` say `Connection: close` when they leave their
  * request's body unread past what the server reads after them (leavesBodyUnread): told
  * keep-alive, a client would send its next request on a connection the server is closing (a
- * keep-alive agent of node:http then got ECONNRESET on every second 1 MB POST without a token).
+ * keep-alive agent of node:http then got ECONNRESET on every second 1 MB POST answered before
+ * its body was read).
  * A method of the app's response class (see expressMessageClasses), so that no answer is missed
  * (every answer goes through writeHead, which node:http calls itself when the app does not), and
  * one to a request read whole pays one property read.
@@ -150,8 +151,8 @@ function lingerForBody(req: http.IncomingMessage, socket: Socket): void {
  * it) is handled the same way. node:http would destroy the connection once the answer is written
  * (destroySoon), while the body still arrives: the kernel then answers what the client still
  * sends with a reset, which fails the client's writes (EPIPE) and may cost it the answer, unread.
- * Here its side is ended instead and the rest read as above (RFC 9112 section
- * 9.6); the connection goes once the body has arrived whole, when the client closes it, or at
+ * Here its side is ended instead and the rest read as above (RFC 9112 section 9.6); the
+ * connection goes once the body has arrived whole, when the client closes it, or at
  * REQUEST_TIMEOUT_MS from its request's start.
  */
 function limitUnreadBody(req: http.IncomingMessage, res: http.ServerResponse): void {
