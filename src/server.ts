@@ -127,12 +127,16 @@ function endLingering(this: Socket): void {
   this.end();
 }
 
+/** Connections kept open only to read the rest of a body after an answer that closes them. */
+const lingering = new WeakSet<Socket>();
+
 /**
  * Keeps a connection whose answer closes it open while its request's body still arrives; see
  * limitUnreadBody. Once the body has arrived whole, the connection is closed as node:http would
- * have closed it.
+ * have closed it; a shutdown closes it at once (closeGracefully).
  */
 function lingerForBody(req: http.IncomingMessage, socket: Socket): void {
+  lingering.add(socket);
   socket.destroySoon = endLingering;
   req.once('end', () => Socket.prototype.destroySoon.call(socket));
 }
@@ -352,6 +356,11 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
     }
     connections.closing = closing;
   }
+  // A connection kept open only to read the rest of a body after its answer (lingerForBody) would
+  // hold the shutdown up to its deadline: its answer is written, and it goes now.
+  const closeLingering = () => {
+    for (const socket of connections?.open ?? []) if (lingering.has(socket)) socket.destroy();
+  };
   return new Promise((resolve) => {
     // node:http closes the connections it still reads; a CONNECT's (client-errors.ts) is no longer
     // one of them.
@@ -360,7 +369,10 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
       for (const socket of connections?.open ?? []) socket.destroy();
     }, deadlineMs);
     // A keep-alive connection whose last request just finished is closed at once, not after its time-out.
-    const sweep = setInterval(() => server.closeIdleConnections(), 50);
+    const sweep = setInterval(() => {
+      server.closeIdleConnections();
+      closeLingering();
+    }, 50);
     deadline.unref();
     sweep.unref();
     server.close(() => {
@@ -369,5 +381,6 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
       resolve();
     });
     server.closeIdleConnections();
+    closeLingering();
   });
 }

@@ -1,4 +1,4 @@
-import type net from 'node:net';
+import net from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { cleanupChildren } from '../support/server-process';
 import { responseProblems } from './support/contract';
@@ -227,6 +227,37 @@ describe('graceful shutdown on SIGTERM', () => {
       [510, 511].map((id) => deletePlant(restarted.target, token, BigInt(id))),
     );
     expect(after.map((answer) => answer.status)).toEqual([404, 204]);
+  }, 30_000);
+
+  it('closes at once a connection kept only to read the rest of a body after its answer', async () => {
+    const SHUTDOWN_TIMEOUT_MS = 10_000;
+    const service = await startService({
+      env: { SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS) },
+    });
+    // Answered 404 at once and told to close, the connection is read on for the rest of the
+    // megabyte, which the client neither sends nor gives up: it keeps its side open.
+    const socket = net.connect({ ...service.target, allowHalfOpen: true });
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    socket.on('error', () => undefined);
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    const answered = new Promise((resolve) => socket.once('end', resolve));
+    socket.write(
+      'POST /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n' +
+        `Content-Length: ${1 << 20}\r\n\r\n${'a'.repeat(100_000)}`,
+    );
+    await answered;
+    await sleep(100);
+    const signalled = performance.now();
+    const code = await service.server.stop('SIGTERM');
+    const exitMs = performance.now() - signalled;
+    socket.destroy();
+    await closed;
+
+    expect(responsesIn(Buffer.concat(received)).map((answer) => answer.status)).toEqual([404]);
+    expect(code).toBe(0);
+    // Held to its deadline before, as a request still in progress.
+    expect(exitMs).toBeLessThan(SHUTDOWN_TIMEOUT_MS / 2);
   }, 30_000);
 
   it('is bounded by SHUTDOWN_TIMEOUT_MS: a request stalled forever is cut and the process still exits 0', async () => {
