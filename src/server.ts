@@ -116,6 +116,32 @@ function closeWhenBodyIsLeft(Response: typeof http.ServerResponse): void {
   } as typeof writeHead;
 }
 
+/** Cache-Control's no-cache directive, in any case (RFC 9111 section 5.2: directives are case-insensitive). */
+const NO_CACHE = /(?:^|,)\s*no-cache\s*(?:,|$)/i;
+
+/**
+ * Makes a request whose Cache-Control holds no-cache, in any case, never fresh. Express answers 304
+ * to a conditional GET that matches (its `req.fresh`, read by res.send) unless Cache-Control holds
+ * no-cache, which its check (the `fresh` package) reads in lower case only, so `NO-CACHE` got a
+ * 304. Here its getter is kept and its answer overruled: only for a request it finds fresh, which
+ * only a conditional GET or HEAD can be, is the header read again.
+ */
+function staleUnderNoCache(Request: typeof http.IncomingMessage): void {
+  let owner: object | null = Request.prototype;
+  while (owner !== null && !Object.prototype.hasOwnProperty.call(owner, 'fresh')) {
+    owner = Object.getPrototypeOf(owner) as object | null;
+  }
+  const fresh = owner === null ? undefined : Object.getOwnPropertyDescriptor(owner, 'fresh')?.get;
+  if (fresh === undefined) throw new Error("Express's request has no `fresh` getter.");
+  Object.defineProperty(Request.prototype, 'fresh', {
+    configurable: true,
+    enumerable: true,
+    get(this: http.IncomingMessage): boolean {
+      return fresh.call(this) === true && !NO_CACHE.test(this.headers['cache-control'] ?? '');
+    },
+  });
+}
+
 /** node:http's mark of a response after which it closes the connection. */
 type ClosingResponse = http.ServerResponse & { _last?: boolean };
 
@@ -270,11 +296,6 @@ export function createHttpServer(
       return;
     }
     toOriginForm(req);
-    // Express answers 304 to a GET whose If-None-Match matches unless Cache-Control holds no-cache,
-    // which its check reads in lower case only; directives are case-insensitive (RFC 9111 section
-    // 5.2), and NO-CACHE must get the representation too.
-    const cacheControl = req.headers['cache-control'];
-    if (cacheControl !== undefined) req.headers['cache-control'] = cacheControl.toLowerCase();
     // An HTTP/1.0 request with a Transfer-Encoding may have framing that a 1.0 sender meant
     // otherwise: the connection closes after its answer (RFC 9112 section 6.1).
     // (shouldKeepAlive, not a Connection header, which a shutdown may remove; see
@@ -287,6 +308,7 @@ export function createHttpServer(
   };
   const messageClasses = expressMessageClasses(app);
   closeWhenBodyIsLeft(messageClasses.ServerResponse);
+  staleUnderNoCache(messageClasses.IncomingMessage);
   const server = http.createServer(
     {
       // Requests and responses that already have the app's prototypes (see expressMessageClasses).
