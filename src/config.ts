@@ -36,6 +36,8 @@ export interface HttpServerConfig {
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly maxHeaderBytes: number;
+  /** Connections open at once, at most; the server closes more as they come (see createHttpServer). */
+  readonly maxConnections: number;
   /** How long in-flight requests may run after SIGTERM before their connections are closed. */
   readonly shutdownTimeoutMs: number;
 }
@@ -170,6 +172,9 @@ function readHost(read: Reader): string {
   return host;
 }
 
+/** MAX_CONNECTIONS's default; README's "Time-outs and limits of the HTTP server" says what it costs. */
+const MAX_CONNECTIONS_DEFAULT = 4096;
+
 function readHttpServer(read: Reader): HttpServerConfig {
   const http = {
     headersTimeoutMs: read.integer('HEADERS_TIMEOUT_MS', 10_000, 100, 600_000),
@@ -177,6 +182,7 @@ function readHttpServer(read: Reader): HttpServerConfig {
     // At least a second: node:http advertises it as `Keep-Alive: timeout=<whole seconds>`.
     keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 1000, 600_000),
     maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
+    maxConnections: read.integer('MAX_CONNECTIONS', MAX_CONNECTIONS_DEFAULT, 1, 1_000_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
   };
   // The headers are part of the request, and node:http refuses to start otherwise.

@@ -9,7 +9,7 @@ import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines } from './http/request-log';
 import { createLogger, type Logger } from './logger';
 import { createMetrics } from './metrics';
-import { closeGracefully, createHttpServer } from './server';
+import { closeGracefully, connectionCounts, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
 import { createTokensService } from './service/tokens-service';
 import { openStore } from './store/open-store';
@@ -145,6 +145,7 @@ function serve(
     limits: config.limits,
   });
   const server = createHttpServer(app, config.http, logger, metrics?.recordServerAnswer);
+  metrics?.watchConnections(() => connectionCounts(server));
   return new Promise<number>((resolve, reject) => {
     const stop = (code: number) => {
       if (shuttingDown) return;

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FinishedRequest } from './http/request-log';
+import type { ConnectionCounts } from './server';
 import type { CommitTotals, PlantStore } from './store/plant-store';
 import { wrapStoreMethods } from './store/wrap-store';
 
@@ -16,6 +17,11 @@ export interface Metrics {
    * group-commits (SQLite), its commits' totals. Once per registry.
    */
   instrumentStore(store: PlantStore): PlantStore;
+  /**
+   * The HTTP server's connections, open and closed on arrival (see createHttpServer), read at each
+   * scrape. Once per registry.
+   */
+  watchConnections(counts: () => ConnectionCounts): void;
 }
 
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -127,6 +133,22 @@ export function createMetrics(options: { droppedLogLines?: () => number } = {}):
     },
     async handler(_req, res) {
       res.type(registry.contentType).send(await registry.metrics());
+    },
+    watchConnections(counts) {
+      new Gauge({
+        name: 'http_connections_open',
+        help: 'HTTP connections open now (at most MAX_CONNECTIONS).',
+        registers: [registry],
+        collect() {
+          this.set(counts().open);
+        },
+      });
+      totalCounter(
+        registry,
+        'http_connections_dropped_total',
+        'HTTP connections closed as they arrived because MAX_CONNECTIONS connections were open.',
+        () => counts().dropped,
+      );
     },
     instrumentStore(store) {
       if (store.commitTotals !== undefined) registerCommitTotals(registry, store.commitTotals);

@@ -57,6 +57,52 @@ function toOriginForm(req: http.IncomingMessage): void {
 interface Connections {
   readonly open: Set<Connection>;
   closing: WeakSet<Connection> | undefined;
+  /** Connections closed on arrival because `maxConnections` were open (see createHttpServer). */
+  dropped: number;
+}
+
+/** A server's open connections and those it closed on arrival, at most `maxConnections` open. */
+export interface ConnectionCounts {
+  readonly open: number;
+  readonly dropped: number;
+}
+
+/** The connection counts of a server made by createHttpServer; zeros for another. */
+export function connectionCounts(server: http.Server): ConnectionCounts {
+  const connections = connectionsOf.get(server);
+  return { open: connections?.open.size ?? 0, dropped: connections?.dropped ?? 0 };
+}
+
+/** How often, at most, the log says that connections were closed on arrival. */
+const DROP_REPORT_INTERVAL_MS = 10_000;
+
+/**
+ * Tells the log of connections closed on arrival: the first at once, then, while more come, one
+ * line every DROP_REPORT_INTERVAL_MS with how many, so that a flood of them cannot flood the log.
+ */
+function createDropReporter(logger: Logger, maxConnections: number): () => void {
+  let unreported = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const report = (dropped: number) =>
+    logger.warn(
+      { dropped, maxConnections },
+      'connections closed on arrival: MAX_CONNECTIONS connections are open',
+    );
+  const next = () => {
+    timer = undefined;
+    if (unreported === 0) return;
+    report(unreported);
+    unreported = 0;
+    timer = setTimeout(next, DROP_REPORT_INTERVAL_MS).unref();
+  };
+  return () => {
+    if (timer !== undefined) {
+      unreported++;
+      return;
+    }
+    report(1);
+    timer = setTimeout(next, DROP_REPORT_INTERVAL_MS).unref();
+  };
 }
 
 const connectionsOf = new WeakMap<http.Server, Connections>();
@@ -289,7 +335,7 @@ export function createHttpServer(
   logger: Logger,
   onServerAnswer?: ServerAnswerListener,
 ): http.Server {
-  const connections: Connections = { open: new Set(), closing: undefined };
+  const connections: Connections = { open: new Set(), closing: undefined, dropped: 0 };
   const handle: http.RequestListener = (req, res) => {
     const { closing } = connections;
     if (closing?.has(req.socket) === true && !servePipelinedAfterClose(req.socket, closing)) {
@@ -335,7 +381,20 @@ export function createHttpServer(
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
   server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   connectionsOf.set(server, connections);
+  const reportDrop = createDropReporter(logger, config.maxConnections);
+  // At most maxConnections open: each costs memory (its buffers, its parser, up to a read of
+  // pipelined requests) and a file descriptor, and a flood of connections would otherwise take the
+  // process's memory. One more is closed as it arrives, before anything of it is read, as
+  // node:net's own maxConnections would; that one is not used, since under node:cluster (WORKERS)
+  // Node 20's closes nothing: a full worker hands the connection back to the primary, which gives
+  // it to another worker, or to the same one later, so the connections would not be bounded.
   server.on('connection', (socket: Socket) => {
+    if (connections.open.size >= config.maxConnections) {
+      connections.dropped++;
+      socket.destroy();
+      reportDrop();
+      return;
+    }
     connections.open.add(socket);
     socket.once('close', () => connections.open.delete(socket));
   });

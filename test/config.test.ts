@@ -34,6 +34,7 @@ const DEFAULTS: Config = {
     requestTimeoutMs: 30_000,
     keepAliveTimeoutMs: 5000,
     maxHeaderBytes: 16_384,
+    maxConnections: 4096,
     shutdownTimeoutMs: 10_000,
   },
 };
@@ -81,6 +82,7 @@ describe('parseConfig', () => {
           REQUEST_TIMEOUT_MS: '4000',
           KEEP_ALIVE_TIMEOUT_MS: '3000',
           MAX_HEADER_BYTES: '8192',
+          MAX_CONNECTIONS: '200',
           SHUTDOWN_TIMEOUT_MS: '1500',
         }),
       ).toStrictEqual({
@@ -111,6 +113,7 @@ describe('parseConfig', () => {
           requestTimeoutMs: 4000,
           keepAliveTimeoutMs: 3000,
           maxHeaderBytes: 8192,
+          maxConnections: 200,
           shutdownTimeoutMs: 1500,
         },
       });
@@ -211,6 +214,7 @@ describe('parseConfig', () => {
         '999',
         'KEEP_ALIVE_TIMEOUT_MS must be an integer from 1000 to 600000, not "999"',
       ],
+      ['MAX_CONNECTIONS', '0', 'MAX_CONNECTIONS must be an integer from 1 to 1000000, not "0"'],
       [
         'REQUEST_TIMEOUT_MS',
         '5000',

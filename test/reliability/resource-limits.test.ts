@@ -1,6 +1,8 @@
 import fs from 'node:fs';
 import type net from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { logLinesOf, waitFor } from '../support/log-lines';
+import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren } from '../support/server-process';
 import { responseProblems } from './support/contract';
 import {
@@ -135,6 +137,82 @@ describe('1,000 concurrent idle connections', () => {
     const health = await send(service.target, { method: 'GET', path: '/healthz' });
     expect(health.status).toBe(200);
   }, 60_000);
+});
+
+describe('MAX_CONNECTIONS', () => {
+  afterEach(cleanupChildren);
+
+  const HEALTH = Buffer.from('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+  /** What the server logged about connections it closed on arrival. */
+  const dropLines = (service: Service) =>
+    logLinesOf(service.server).filter((line) =>
+      String(line['message']).startsWith('connections closed on arrival'),
+    );
+
+  it('closes connections past the limit as they arrive, unanswered, counts and logs them, and serves again once one goes', async () => {
+    const service = await startService({ env: { MAX_CONNECTIONS: '3' } });
+    const held = await Promise.all([1, 2, 3].map(() => connect(service.target)));
+    for (const socket of held) socket.on('error', () => undefined);
+    try {
+      // One at a time: each is accepted after the three before it, in the order they came.
+      const refused = [];
+      for (let i = 0; i < 3; i++) {
+        refused.push(await rawExchange(service.target, HEALTH, { noBody: false }));
+      }
+      expect(
+        refused.map(({ data, closedByServer, hung }) => ({
+          bytes: data.length,
+          closedByServer,
+          hung,
+        })),
+      ).toEqual(Array(3).fill({ bytes: 0, closedByServer: true, hung: false }));
+
+      // The connections within the limit are served.
+      const first = held[0]!;
+      const answered = new Promise<Buffer>((resolve) => {
+        const chunks: Buffer[] = [];
+        first.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          const parsed = parseResponse(Buffer.concat(chunks), false);
+          if (typeof parsed === 'object') resolve(Buffer.from(String(parsed.status)));
+        });
+      });
+      first.write(HEALTH);
+      expect((await answered).toString()).toBe('200');
+
+      // Once two go, new connections are served again (two, so that a connection the server has
+      // not yet seen close cannot take the room of the next).
+      held[1]!.destroy();
+      held[2]!.destroy();
+      let health: Answer | undefined;
+      const deadline = Date.now() + 3000;
+      while (health?.status !== 200 && Date.now() < deadline) {
+        health = await send(service.target, { method: 'GET', path: '/healthz' }).catch(
+          () => undefined,
+        );
+        if (health?.status !== 200) await sleep(50);
+      }
+      expect(health?.status).toBe(200);
+
+      const metrics = await send(service.target, { method: 'GET', path: '/metrics' });
+      const text = metrics.body.toString();
+      expect(seriesValue(text, 'http_connections_dropped_total')).toBe(3);
+      // The held connection and the scrape's own.
+      expect(seriesValue(text, 'http_connections_open')).toBeGreaterThanOrEqual(2);
+      expect(seriesValue(text, 'http_connections_open')).toBeLessThanOrEqual(3);
+
+      // The log says so at once, in one line for the first: the others go in a line of their own
+      // ten seconds later, so that a flood of connections cannot flood the log.
+      await waitFor('the first line about closed connections', () => dropLines(service).length > 0);
+      expect(dropLines(service)).toEqual([
+        expect.objectContaining({ level: 40, dropped: 1, maxConnections: 3 }),
+      ]);
+      await waitFor('the line about the others', () => dropLines(service).length > 1, 12_000);
+      expect(dropLines(service)[1]).toMatchObject({ dropped: 2, maxConnections: 3 });
+    } finally {
+      for (const socket of held) socket.destroy();
+    }
+  }, 30_000);
 });
 
 interface Trickle {
