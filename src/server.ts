@@ -82,26 +82,22 @@ const DROP_REPORT_INTERVAL_MS = 10_000;
  */
 function createDropReporter(logger: Logger, maxConnections: number): () => void {
   let unreported = 0;
-  let timer: NodeJS.Timeout | undefined;
-  const report = (dropped: number) =>
+  let quiet: NodeJS.Timeout | undefined;
+  const report = () => {
     logger.warn(
-      { dropped, maxConnections },
+      { dropped: unreported, maxConnections },
       'connections closed on arrival: MAX_CONNECTIONS connections are open',
     );
-  const next = () => {
-    timer = undefined;
-    if (unreported === 0) return;
-    report(unreported);
     unreported = 0;
-    timer = setTimeout(next, DROP_REPORT_INTERVAL_MS).unref();
+    quiet = setTimeout(endQuiet, DROP_REPORT_INTERVAL_MS).unref();
+  };
+  const endQuiet = () => {
+    quiet = undefined;
+    if (unreported > 0) report();
   };
   return () => {
-    if (timer !== undefined) {
-      unreported++;
-      return;
-    }
-    report(1);
-    timer = setTimeout(next, DROP_REPORT_INTERVAL_MS).unref();
+    unreported++;
+    if (quiet === undefined) report();
   };
 }
 
