@@ -38,6 +38,8 @@ export interface HttpServerConfig {
   readonly maxHeaderBytes: number;
   /** Connections open at once, at most; the server closes more as they come (see createHttpServer). */
   readonly maxConnections: number;
+  /** How long a connection with a request in progress may go without a byte read or written. */
+  readonly inactivityTimeoutMs: number;
   /** How long in-flight requests may run after SIGTERM before their connections are closed. */
   readonly shutdownTimeoutMs: number;
 }
@@ -183,6 +185,7 @@ function readHttpServer(read: Reader): HttpServerConfig {
     keepAliveTimeoutMs: read.integer('KEEP_ALIVE_TIMEOUT_MS', 5000, 1000, 600_000),
     maxHeaderBytes: read.integer('MAX_HEADER_BYTES', 16 * 1024, 1024, 1024 * 1024),
     maxConnections: read.integer('MAX_CONNECTIONS', MAX_CONNECTIONS_DEFAULT, 1, 1_000_000),
+    inactivityTimeoutMs: read.integer('INACTIVITY_TIMEOUT_MS', 30_000, 1000, 600_000),
     shutdownTimeoutMs: read.integer('SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
   };
   // The headers are part of the request, and node:http refuses to start otherwise.

@@ -18,7 +18,7 @@ export interface Metrics {
    */
   instrumentStore(store: PlantStore): PlantStore;
   /**
-   * The HTTP server's connections, open and closed on arrival (see createHttpServer), read at each
+   * The HTTP server's connections, open and closed by it (see createHttpServer), read at each
    * scrape. Once per registry.
    */
   watchConnections(counts: () => ConnectionCounts): void;
@@ -148,6 +148,12 @@ export function createMetrics(options: { droppedLogLines?: () => number } = {}):
         'http_connections_dropped_total',
         'HTTP connections closed as they arrived because MAX_CONNECTIONS connections were open.',
         () => counts().dropped,
+      );
+      totalCounter(
+        registry,
+        'http_connections_timed_out_total',
+        'HTTP connections closed because nothing was read or written for INACTIVITY_TIMEOUT_MS while a request was in progress.',
+        () => counts().timedOut,
       );
     },
     instrumentStore(store) {

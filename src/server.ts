@@ -59,37 +59,46 @@ interface Connections {
   closing: WeakSet<Connection> | undefined;
   /** Connections closed on arrival because `maxConnections` were open (see createHttpServer). */
   dropped: number;
+  /** Connections closed with a request in progress after `inactivityTimeoutMs` (the same). */
+  timedOut: number;
 }
 
-/** A server's open connections and those it closed on arrival, at most `maxConnections` open. */
+/** A server's open connections, and those it closed on arrival or for inactivity. */
 export interface ConnectionCounts {
   readonly open: number;
   readonly dropped: number;
+  readonly timedOut: number;
 }
 
 /** The connection counts of a server made by createHttpServer; zeros for another. */
 export function connectionCounts(server: http.Server): ConnectionCounts {
   const connections = connectionsOf.get(server);
-  return { open: connections?.open.size ?? 0, dropped: connections?.dropped ?? 0 };
+  return {
+    open: connections?.open.size ?? 0,
+    dropped: connections?.dropped ?? 0,
+    timedOut: connections?.timedOut ?? 0,
+  };
 }
 
-/** How often, at most, the log says that connections were closed on arrival. */
-const DROP_REPORT_INTERVAL_MS = 10_000;
+/** How often, at most, the log says that connections were closed for one of the causes below. */
+const CLOSE_REPORT_INTERVAL_MS = 10_000;
 
 /**
- * Tells the log of connections closed on arrival: the first at once, then, while more come, one
- * line every DROP_REPORT_INTERVAL_MS with how many, so that a flood of them cannot flood the log.
+ * Tells the log of connections the server closed for one cause (`message`): the first at once,
+ * then, while more come, one line every CLOSE_REPORT_INTERVAL_MS with how many (`closed`), so
+ * that a flood of them cannot flood the log.
  */
-function createDropReporter(logger: Logger, maxConnections: number): () => void {
+function createCloseReporter(
+  logger: Logger,
+  message: string,
+  fields: Record<string, number>,
+): () => void {
   let unreported = 0;
   let quiet: NodeJS.Timeout | undefined;
   const report = () => {
-    logger.warn(
-      { dropped: unreported, maxConnections },
-      'connections closed on arrival: MAX_CONNECTIONS connections are open',
-    );
+    logger.warn({ closed: unreported, ...fields }, message);
     unreported = 0;
-    quiet = setTimeout(endQuiet, DROP_REPORT_INTERVAL_MS).unref();
+    quiet = setTimeout(endQuiet, CLOSE_REPORT_INTERVAL_MS).unref();
   };
   const endQuiet = () => {
     quiet = undefined;
@@ -331,7 +340,12 @@ export function createHttpServer(
   logger: Logger,
   onServerAnswer?: ServerAnswerListener,
 ): http.Server {
-  const connections: Connections = { open: new Set(), closing: undefined, dropped: 0 };
+  const connections: Connections = {
+    open: new Set(),
+    closing: undefined,
+    dropped: 0,
+    timedOut: 0,
+  };
   const handle: http.RequestListener = (req, res) => {
     const { closing } = connections;
     if (closing?.has(req.socket) === true && !servePipelinedAfterClose(req.socket, closing)) {
@@ -377,7 +391,11 @@ export function createHttpServer(
   server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
   server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   connectionsOf.set(server, connections);
-  const reportDrop = createDropReporter(logger, config.maxConnections);
+  const reportDrop = createCloseReporter(
+    logger,
+    'connections closed on arrival: MAX_CONNECTIONS connections are open',
+    { maxConnections: config.maxConnections },
+  );
   // At most maxConnections open: each costs memory (its buffers, its parser, up to a read of
   // pipelined requests) and a file descriptor, and a flood of connections would otherwise take the
   // process's memory. One more is closed as it arrives, before anything of it is read, as
@@ -393,6 +411,25 @@ export function createHttpServer(
     }
     connections.open.add(socket);
     socket.once('close', () => connections.open.delete(socket));
+  });
+  // A connection on which nothing moves while a request is in progress (no byte read, no byte of
+  // its answer taken) for inactivityTimeoutMs is closed. Above all a client that stops reading its
+  // answers: the answer, and the pipelined requests behind it, waited in memory for as long as the
+  // client kept the connection open, with no end. node:net's timer counts a write that moves on as
+  // activity, however large; between requests node:http sets KEEP_ALIVE_TIMEOUT_MS in its place.
+  // With a listener of the server's own, node:http no longer closes a connection at its time-out,
+  // so this one does, as node:http would, and counts and logs those that had a request in progress.
+  server.timeout = config.inactivityTimeoutMs;
+  const reportTimeout = createCloseReporter(
+    logger,
+    'connections closed: nothing read or written for INACTIVITY_TIMEOUT_MS while a request was in progress',
+    { inactivityTimeoutMs: config.inactivityTimeoutMs },
+  );
+  server.on('timeout', (socket: Connection) => {
+    socket.destroy();
+    if (socket._httpMessage === null || socket._httpMessage === undefined) return;
+    connections.timedOut++;
+    reportTimeout();
   });
   // RFC 9110 lets a server ignore an expectation it does not support; Node would answer a bare 417.
   server.on('checkExpectation', handle);

@@ -35,6 +35,7 @@ const DEFAULTS: Config = {
     keepAliveTimeoutMs: 5000,
     maxHeaderBytes: 16_384,
     maxConnections: 4096,
+    inactivityTimeoutMs: 30_000,
     shutdownTimeoutMs: 10_000,
   },
 };
@@ -83,6 +84,7 @@ describe('parseConfig', () => {
           KEEP_ALIVE_TIMEOUT_MS: '3000',
           MAX_HEADER_BYTES: '8192',
           MAX_CONNECTIONS: '200',
+          INACTIVITY_TIMEOUT_MS: '20000',
           SHUTDOWN_TIMEOUT_MS: '1500',
         }),
       ).toStrictEqual({
@@ -114,6 +116,7 @@ describe('parseConfig', () => {
           keepAliveTimeoutMs: 3000,
           maxHeaderBytes: 8192,
           maxConnections: 200,
+          inactivityTimeoutMs: 20_000,
           shutdownTimeoutMs: 1500,
         },
       });
@@ -215,6 +218,11 @@ describe('parseConfig', () => {
         'KEEP_ALIVE_TIMEOUT_MS must be an integer from 1000 to 600000, not "999"',
       ],
       ['MAX_CONNECTIONS', '0', 'MAX_CONNECTIONS must be an integer from 1 to 1000000, not "0"'],
+      [
+        'INACTIVITY_TIMEOUT_MS',
+        '999',
+        'INACTIVITY_TIMEOUT_MS must be an integer from 1000 to 600000, not "999"',
+      ],
       [
         'REQUEST_TIMEOUT_MS',
         '5000',

@@ -207,10 +207,10 @@ describe('MAX_CONNECTIONS', () => {
       // ten seconds later, so that a flood of connections cannot flood the log.
       await waitFor('the first line about closed connections', () => dropLines(service).length > 0);
       expect(dropLines(service)).toEqual([
-        expect.objectContaining({ level: 40, dropped: 1, maxConnections: 3 }),
+        expect.objectContaining({ level: 40, closed: 1, maxConnections: 3 }),
       ]);
       await waitFor('the line about the others', () => dropLines(service).length > 1, 12_000);
-      expect(dropLines(service)[1]).toMatchObject({ dropped: 2 + turnedAway, maxConnections: 3 });
+      expect(dropLines(service)[1]).toMatchObject({ closed: 2 + turnedAway, maxConnections: 3 });
     } finally {
       for (const socket of held) socket.destroy();
     }
@@ -297,6 +297,134 @@ describe('slow clients that trickle headers', () => {
       expect(max(latencies)).toBeLessThan(500);
     } finally {
       for (const client of slow) client.stop();
+    }
+  }, 30_000);
+});
+
+describe('clients that stop reading their answers', () => {
+  afterEach(cleanupChildren);
+
+  /** A connection that sends `requests` at once and reads nothing until resumed. */
+  async function nonReader(service: Service, requests: string) {
+    const socket = await connect(service.target);
+    socket.pause();
+    socket.on('error', () => undefined);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(requests);
+    return { socket, closed };
+  }
+
+  /** The statuses of the whole responses at the start of `data`. */
+  function statusesIn(data: Buffer): number[] {
+    const statuses: number[] = [];
+    let rest = data;
+    for (;;) {
+      const parsed = rest.length === 0 ? undefined : parseResponse(rest, false);
+      if (typeof parsed !== 'object') return statuses;
+      statuses.push(parsed.status);
+      rest = parsed.rest;
+    }
+  }
+
+  /** The server's count of connections it closed for inactivity with a request in progress. */
+  async function timedOut(service: Service): Promise<number> {
+    const metrics = await send(service.target, { method: 'GET', path: '/metrics' });
+    return seriesValue(metrics.body.toString(), 'http_connections_timed_out_total');
+  }
+
+  const closedLines = (service: Service) =>
+    logLinesOf(service.server).filter((line) =>
+      String(line['message']).startsWith('connections closed: nothing read or written'),
+    );
+
+  it('are cut off by INACTIVITY_TIMEOUT_MS=1000 once their answers stop moving, counted and logged, while others are served', async () => {
+    const service = await startService({ env: { INACTIVITY_TIMEOUT_MS: '1000' } });
+    const probe = healthProbe(service.target);
+    // Forty thousand pipelined health checks, about 28 MB of answers: far more than the
+    // connection's buffers hold, so the server's writes stop once they are full.
+    const started = performance.now();
+    const client = await nonReader(
+      service,
+      'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(40_000),
+    );
+    try {
+      // Seen from the server: the client, paused, would notice only when it reads again.
+      await waitFor(
+        'the connection closed by the server',
+        () => closedLines(service).length > 0,
+        8000,
+      );
+      const cutAfterMs = performance.now() - started;
+      const latencies = await probe.stop();
+      console.log(
+        `a client reading none of its answers was cut off within ${Math.round(cutAfterMs)} ms; ` +
+          `meanwhile ${latencies.length} healthz requests, max ${Math.round(max(latencies))} ms`,
+      );
+      expect(cutAfterMs).toBeGreaterThanOrEqual(900);
+      expect(probe.failures).toEqual([]);
+      expect(closedLines(service)).toEqual([
+        expect.objectContaining({ level: 40, closed: 1, inactivityTimeoutMs: 1000 }),
+      ]);
+      expect(await timedOut(service)).toBe(1);
+
+      // Reading again, the client finds the connection closed.
+      client.socket.resume();
+      await expect(Promise.race([client.closed, sleep(3000).then(() => 'open')])).resolves.toBe(
+        undefined,
+      );
+    } finally {
+      await probe.stop();
+      client.socket.destroy();
+    }
+  }, 30_000);
+
+  it('are not cut off while their answers move, though they take more than twice INACTIVITY_TIMEOUT_MS=1000 in all', async () => {
+    const service = await startService({ env: { INACTIVITY_TIMEOUT_MS: '1000' } });
+    const asset = await send(service.target, {
+      method: 'GET',
+      path: '/docs/assets/swagger-ui-bundle.js',
+    });
+    expect(asset.status).toBe(200);
+    const count = 8;
+    const client = await nonReader(
+      service,
+      'GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(count),
+    );
+    try {
+      // About 3 MB a second: 150 KB each 50 ms, paused in between; 14 MB of answers take some 4.5 s.
+      const started = performance.now();
+      const chunks: Buffer[] = [];
+      let received = 0;
+      let quota = 0;
+      client.socket.on('data', (chunk: Buffer) => {
+        chunks.push(chunk);
+        received += chunk.length;
+        quota -= chunk.length;
+        if (quota <= 0) client.socket.pause();
+      });
+      const throttle = setInterval(() => {
+        quota = 150_000;
+        client.socket.resume();
+      }, 50);
+      try {
+        await waitFor(
+          'every answer',
+          () => statusesIn(Buffer.concat(chunks)).length === count,
+          15_000,
+        );
+      } finally {
+        clearInterval(throttle);
+      }
+      const tookMs = performance.now() - started;
+      console.log(
+        `a reader taking about 3 MB a second got ${received} bytes in ${Math.round(tookMs)} ms`,
+      );
+      expect(statusesIn(Buffer.concat(chunks))).toEqual(Array(count).fill(200));
+      // The premise: the answers took more than twice the time-out to go.
+      expect(tookMs).toBeGreaterThan(2000);
+      expect(await timedOut(service)).toBe(0);
+    } finally {
+      client.socket.destroy();
     }
   }, 30_000);
 });

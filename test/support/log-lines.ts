@@ -3,10 +3,14 @@ import type { RunningServer } from './server-process';
 /** One JSON line of the server's log. */
 export type LogLine = Record<string, unknown>;
 
-/** Every JSON line the server has logged so far (other output, such as a printed token, left out). */
+/**
+ * Every JSON line the server has logged so far (other output, such as a printed token, left out),
+ * without a last line still being written.
+ */
 export function logLinesOf(server: Pick<RunningServer, 'stdout'>): LogLine[] {
-  return server
-    .stdout()
+  const output = server.stdout();
+  return output
+    .slice(0, output.lastIndexOf('\n') + 1)
     .split('\n')
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as LogLine);
