@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { logLinesOf, waitFor } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren } from '../support/server-process';
+import { readThrottled } from '../support/throttled-read';
 import { responseProblems } from './support/contract';
 import {
   bearer,
@@ -395,17 +396,10 @@ describe('clients that stop reading their answers', () => {
       const started = performance.now();
       const chunks: Buffer[] = [];
       let received = 0;
-      let quota = 0;
-      client.socket.on('data', (chunk: Buffer) => {
+      const stop = readThrottled(client.socket, 150_000, 50, (chunk) => {
         chunks.push(chunk);
         received += chunk.length;
-        quota -= chunk.length;
-        if (quota <= 0) client.socket.pause();
       });
-      const throttle = setInterval(() => {
-        quota = 150_000;
-        client.socket.resume();
-      }, 50);
       try {
         await waitFor(
           'every answer',
@@ -413,7 +407,7 @@ describe('clients that stop reading their answers', () => {
           15_000,
         );
       } finally {
-        clearInterval(throttle);
+        stop();
       }
       const tookMs = performance.now() - started;
       console.log(
