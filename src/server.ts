@@ -343,7 +343,7 @@ interface Movement {
  * byte of its answer taken) for `timeoutMs`. Above all a client that stops reading its answers:
  * the answer, and the pipelined requests behind it, waited in memory for as long as the client
  * kept the connection open, with no end (REQUEST_TIMEOUT_MS ends a request still arriving, and
- * KEEP_ALIVE_TIMEOUT_MS a connection between requests, not this). A write moves when the kernel
+ * KEEP_ALIVE_TIMEOUT_MS a connection between requests, not this one). A write moves when the kernel
  * takes more of it: libuv's queue of the connection's writes (`writeQueueSize`, which node:net's
  * own socket time-out reads for the same purpose) shrinks. The connections are looked at once a
  * second, as node:http looks at its time-outs, so that a request pays nothing for it (node:net's
@@ -365,7 +365,14 @@ function closeInactive(
   const look = () => {
     const now = performance.now();
     for (const socket of connections.open) {
-      if (socket._httpMessage === null || socket._httpMessage === undefined) {
+      // No request in progress, or one still arriving with nothing of the server's waiting to be
+      // taken: KEEP_ALIVE_TIMEOUT_MS, HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS (and its 408) apply.
+      const incoming = socket.parser?.incoming;
+      if (
+        socket._httpMessage === null ||
+        socket._httpMessage === undefined ||
+        (incoming && !incoming.complete && socket.writableLength === 0)
+      ) {
         seen.delete(socket);
         continue;
       }
@@ -390,8 +397,9 @@ function closeInactive(
 /**
  * The HTTP server around the app, with deliberate limits: headers must arrive within
  * headersTimeoutMs (slow clients are cut off), a whole request within requestTimeoutMs, idle
- * keep-alive connections close after keepAliveTimeoutMs, and headers over maxHeaderBytes get 431.
- * `logger` gets the request lines of the answers the server writes itself, and `onServerAnswer`
+ * keep-alive connections close after keepAliveTimeoutMs, headers over maxHeaderBytes get 431, at
+ * most maxConnections are open at once, and one on which nothing moves for inactivityTimeoutMs
+ * while a request is in progress is closed (closeInactive). `logger` gets the request lines of the answers the server writes itself, and `onServerAnswer`
  * (the metrics) hears of each.
  */
 export function createHttpServer(

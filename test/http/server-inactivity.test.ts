@@ -91,3 +91,39 @@ it('closes the connection once its answer stops moving for INACTIVITY_TIMEOUT_MS
     client.socket.destroy();
   }
 }, 30_000);
+
+it('leaves a request whose body stops arriving to REQUEST_TIMEOUT_MS, which answers it 408', async () => {
+  server.close();
+  const app = express();
+  app.post('/upload', (req, res) => {
+    req.resume();
+    req.on('end', () => res.end('whole'));
+  });
+  server = createHttpServer(
+    app,
+    {
+      ...parseConfig({}).http,
+      inactivityTimeoutMs: 1000,
+      headersTimeoutMs: 1000,
+      requestTimeoutMs: 3000,
+    },
+    SILENT,
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  port = (server.address() as AddressInfo).port;
+  const socket = net.connect(port, '127.0.0.1');
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  const started = performance.now();
+  const closedAfterMs = new Promise<number>((resolve) =>
+    socket.once('close', () => resolve(performance.now() - started)),
+  );
+  socket.write('POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n0123456789');
+
+  const afterMs = await Promise.race([closedAfterMs, sleep(8000).then(() => undefined)]);
+
+  expect(Buffer.concat(chunks).toString('latin1')).toMatch(/^HTTP\/1\.1 408 /);
+  expect(afterMs).toBeGreaterThanOrEqual(2900);
+  expect(connectionCounts(server).timedOut).toBe(0);
+}, 30_000);
