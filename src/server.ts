@@ -399,8 +399,8 @@ function closeInactive(
  * headersTimeoutMs (slow clients are cut off), a whole request within requestTimeoutMs, idle
  * keep-alive connections close after keepAliveTimeoutMs, headers over maxHeaderBytes get 431, at
  * most maxConnections are open at once, and one on which nothing moves for inactivityTimeoutMs
- * while a request is in progress is closed (closeInactive). `logger` gets the request lines of the answers the server writes itself, and `onServerAnswer`
- * (the metrics) hears of each.
+ * while a request is in progress is closed (closeInactive). `logger` gets the request lines of
+ * the answers the server writes itself, and `onServerAnswer` (the metrics) hears of each.
  */
 export function createHttpServer(
   app: Express,

@@ -1,9 +1,10 @@
 import type http from 'node:http';
-import net, { type AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import express from 'express';
 import { parseConfig } from '../../src/config';
 import { createLogger } from '../../src/logger';
 import { connectionCounts, createHttpServer } from '../../src/server';
+import { connect, sleep } from '../reliability/support/http';
 import { readThrottled } from '../support/throttled-read';
 
 /**
@@ -34,9 +35,8 @@ afterEach(async () => {
 });
 
 /** A connection that asks for the large answer and reads nothing until told to. */
-async function ask(): Promise<{ socket: net.Socket; closed: () => boolean }> {
-  const socket = net.connect(port, '127.0.0.1');
-  await new Promise((resolve) => socket.once('connect', resolve));
+async function ask(): Promise<{ socket: Socket; closed: () => boolean }> {
+  const socket = await connect({ host: '127.0.0.1', port });
   socket.pause();
   socket.on('error', () => undefined);
   let closed = false;
@@ -44,8 +44,6 @@ async function ask(): Promise<{ socket: net.Socket; closed: () => boolean }> {
   socket.write('GET /large HTTP/1.1\r\nHost: x\r\n\r\n');
   return { socket, closed: () => closed };
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 it('keeps a connection while its one answer moves, though it takes more than twice INACTIVITY_TIMEOUT_MS=1000 to go', async () => {
   const client = await ask();
@@ -111,7 +109,7 @@ it('leaves a request whose body stops arriving to REQUEST_TIMEOUT_MS, which answ
   );
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   port = (server.address() as AddressInfo).port;
-  const socket = net.connect(port, '127.0.0.1');
+  const socket = await connect({ host: '127.0.0.1', port });
   socket.on('error', () => undefined);
   const chunks: Buffer[] = [];
   socket.on('data', (chunk: Buffer) => chunks.push(chunk));
