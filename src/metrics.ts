@@ -1,7 +1,7 @@
 import type { RequestHandler } from 'express';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { FinishedRequest } from './http/request-log';
-import type { ConnectionCounts } from './server';
+import type { ConnectionCounts } from './http/connections';
 import type { CommitTotals, PlantStore } from './store/plant-store';
 import { wrapStoreMethods } from './store/wrap-store';
 

@@ -119,7 +119,7 @@ function discardBody(
  * type (415), then size (413), then UTF-8 and strict JSON (400: duplicate keys, unpaired
  * surrogates, over-deep nesting). An operation that takes none ignores a body sent with it. A GET
  * or HEAD, which changes nothing, is answered at once, and the server reads at most a little of
- * the body after the answer (see limitUnreadBody in server.ts). A DELETE runs only once that body
+ * the body after the answer (see limitUnreadBody in unread-body.ts). A DELETE runs only once that body
  * has arrived whole: a body whose framing breaks is answered 400 by the server
  * (src/http/client-errors.ts), and that answer must not follow a deletion. Its body is discarded
  * as it comes, never held, up to the same limit as a body that is read (413 past it), and
@@ -169,7 +169,7 @@ export function createJsonBody({ limit }: { limit: number }): RequestHandler {
     // raw-body, not Express's body reader: past the limit, that one reads the rest of the body to
     // its end before answering 413 (a chunked body of a million one-byte chunks took 2 s of CPU).
     // Here the 413 is answered at once, and the request, which raw-body leaves paused, flows again
-    // so that limitUnreadBody (server.ts) reads at most a little more of the connection.
+    // so that limitUnreadBody (unread-body.ts) reads at most a little more of the connection.
     getRawBody(req, { limit, length: chunked ? null : (length ?? null) }, (error, raw) => {
       if (error) {
         if (error.status === 413) {

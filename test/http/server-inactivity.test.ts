@@ -3,7 +3,8 @@ import type { AddressInfo, Socket } from 'node:net';
 import express from 'express';
 import { parseConfig } from '../../src/config';
 import { createLogger } from '../../src/logger';
-import { connectionCounts, createHttpServer } from '../../src/server';
+import { connectionCounts } from '../../src/http/connections';
+import { createHttpServer } from '../../src/server';
 import { connect, sleep } from '../reliability/support/http';
 import { readThrottled } from '../support/throttled-read';
 
