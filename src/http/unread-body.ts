@@ -26,9 +26,9 @@ function leavesBodyUnread(req: http.IncomingMessage): boolean {
  * keep-alive, a client would send its next request on a connection the server is closing (a
  * keep-alive agent of node:http then got ECONNRESET on every second 1 MB POST answered before
  * its body was read).
- * A method of the app's response class (see expressMessageClasses in message-shape.ts), so that no answer is missed
- * (every answer goes through writeHead, which node:http calls itself when the app does not), and
- * one to a request read whole pays one property read.
+ * A method of the app's response class (see expressMessageClasses in message-shape.ts), so that
+ * no answer is missed (every answer goes through writeHead, which node:http calls itself when the
+ * app does not), and one to a request read whole pays one property read.
  */
 export function closeWhenBodyIsLeft(Response: typeof http.ServerResponse): void {
   const { writeHead } = Response.prototype;
@@ -55,7 +55,7 @@ function endLingering(this: Socket): void {
 /** Connections kept open only to read the rest of a body after an answer that closes them. */
 const lingering = new WeakSet<Socket>();
 
-/** Whether `socket` is kept open only to read the rest of a body after its answer (lingerForBody). */
+/** Whether `socket` is open only to read the rest of a body after its answer (lingerForBody). */
 export function isLingering(socket: Socket): boolean {
   return lingering.has(socket);
 }
