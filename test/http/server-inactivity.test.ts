@@ -127,7 +127,7 @@ it('leaves a request whose body stops arriving to REQUEST_TIMEOUT_MS, which answ
   let giveUp: NodeJS.Timeout | undefined;
   const afterMs = await Promise.race([
     closedAfterMs,
-    new Promise<undefined>((resolve) => (giveUp = setTimeout(resolve, 8000))),
+    new Promise<undefined>((resolve) => (giveUp = setTimeout(() => resolve(undefined), 8000))),
   ]);
   clearTimeout(giveUp);
 
