@@ -8,14 +8,17 @@ import { Socket } from 'node:net';
 const UNREAD_BODY_DRAIN_BYTES = 64 * 1024;
 
 /**
- * Whether a request's answer, about to be written, leaves more of the body its Content-Length
- * announces unread than the server reads after it (UNREAD_BODY_DRAIN_BYTES): the connection then
- * cannot carry another request. The body received so far waits in the request's buffer (it was
- * not read, or the answer would not come before its end). A chunked body's length is not known:
- * its answer keeps the connection, which closes after the allowance if the body goes on.
+ * Whether a request's answer, about to be written, may leave more of its body unread than the
+ * server reads after it (UNREAD_BODY_DRAIN_BYTES): the connection then cannot carry another
+ * request. For a Content-Length, when the rest it announces is longer than that; the body received
+ * so far waits in the request's buffer (it was not read, or the answer would not come before its
+ * end). For a chunked body still arriving, always: its length is not known until its last chunk,
+ * and told keep-alive, a client still sending more than the server reads got a reset on its next
+ * request.
  */
 function leavesBodyUnread(req: http.IncomingMessage): boolean {
-  if (req.complete || req.headers['transfer-encoding'] !== undefined) return false;
+  if (req.complete) return false;
+  if (req.headers['transfer-encoding'] !== undefined) return true;
   const length = req.headers['content-length'];
   return length !== undefined && Number(length) - req.readableLength > UNREAD_BODY_DRAIN_BYTES;
 }
