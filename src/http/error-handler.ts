@@ -4,9 +4,8 @@ import { HttpError as ValidatorError } from 'express-openapi-validator/dist/fram
 import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
-import { HttpProblem, UNKNOWN_QUERY_PARAMETER } from './http-error';
+import { HttpProblem, PATH_ID, UNKNOWN_QUERY_PARAMETER } from './http-error';
 import { CANONICAL_INT64_RULE } from './int64';
-import { PATH_ID } from './plants-handlers';
 import { requestIdOf } from './request-log';
 import type { Json } from './openapi-types';
 

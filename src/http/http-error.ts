@@ -17,3 +17,6 @@ export class HttpProblem extends Error {
 
 /** The end of the validator's message for a query parameter an operation does not declare. */
 export const UNKNOWN_QUERY_PARAMETER = 'is not allowed: the query parameter is unknown';
+
+/** The path id's field, as the validator names it; its problems read the same wherever found. */
+export const PATH_ID = 'request/params/id';

@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import type { PlantsService } from '../service/plants-service';
-import { HttpProblem } from './http-error';
+import { HttpProblem, PATH_ID } from './http-error';
 import {
   CANONICAL_INT64_RULE,
   INT64_MAX,
@@ -23,9 +23,6 @@ function bodyId(raw: string | undefined): bigint {
       : 'must be integer';
   throw new HttpProblem(400, `request/body/id ${problem}`);
 }
-
-/** The path id's field, as the validator names it. */
-export const PATH_ID = 'request/params/id';
 
 function pathId(segment: string | undefined): bigint {
   const id = segment === undefined ? undefined : parseCanonicalInt64(segment);
