@@ -36,7 +36,7 @@ export interface HttpServerConfig {
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly maxHeaderBytes: number;
-  /** Connections open at once, at most; the server closes more as they come (see createHttpServer). */
+  /** Connections open at once, at most; the server closes more as they come (limitConnections). */
   readonly maxConnections: number;
   /** How long a connection with a request in progress may go without a byte read or written. */
   readonly inactivityTimeoutMs: number;

@@ -18,7 +18,7 @@ export interface Metrics {
    */
   instrumentStore(store: PlantStore): PlantStore;
   /**
-   * The HTTP server's connections, open and closed by it (see createHttpServer), read at each
+   * The HTTP server's connections, open and closed by it (see limitConnections), read at each
    * scrape. Once per registry.
    */
   watchConnections(counts: () => ConnectionCounts): void;

@@ -1,11 +1,11 @@
 import type http from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import express from 'express';
 import { parseConfig } from '../../src/config';
 import { createLogger } from '../../src/logger';
 import { connectionCounts } from '../../src/http/connections';
 import { createHttpServer } from '../../src/server';
-import { connect, sleep } from '../reliability/support/http';
+import { connect, nonReadingClient, sleep } from '../reliability/support/http';
 import { readThrottled } from '../support/throttled-read';
 
 /**
@@ -36,15 +36,8 @@ afterEach(async () => {
 });
 
 /** A connection that asks for the large answer and reads nothing until told to. */
-async function ask(): Promise<{ socket: Socket; closed: () => boolean }> {
-  const socket = await connect({ host: '127.0.0.1', port });
-  socket.pause();
-  socket.on('error', () => undefined);
-  let closed = false;
-  socket.once('close', () => (closed = true));
-  socket.write('GET /large HTTP/1.1\r\nHost: x\r\n\r\n');
-  return { socket, closed: () => closed };
-}
+const ask = () =>
+  nonReadingClient({ host: '127.0.0.1', port }, 'GET /large HTTP/1.1\r\nHost: x\r\n\r\n');
 
 it('keeps a connection while its one answer moves, though it takes more than twice INACTIVITY_TIMEOUT_MS=1000 to go', async () => {
   const client = await ask();
@@ -54,7 +47,11 @@ it('keeps a connection while its one answer moves, though it takes more than twi
     let received = 0;
     const stop = readThrottled(client.socket, 400_000, 50, (chunk) => (received += chunk.length));
     try {
-      while (received < ANSWER.length && !client.closed() && performance.now() - started < 15_000) {
+      while (
+        received < ANSWER.length &&
+        !client.isClosed() &&
+        performance.now() - started < 15_000
+      ) {
         await sleep(20);
       }
     } finally {
@@ -62,7 +59,7 @@ it('keeps a connection while its one answer moves, though it takes more than twi
     }
     const tookMs = performance.now() - started;
 
-    expect({ whole: received > ANSWER.length, closed: client.closed() }).toEqual({
+    expect({ whole: received > ANSWER.length, closed: client.isClosed() }).toEqual({
       whole: true,
       closed: false,
     });

@@ -11,12 +11,13 @@ import {
   connect,
   createPlant,
   keepAliveAgent,
+  nonReadingClient,
   send,
   sleep,
   type Answer,
   type Target,
 } from './support/http';
-import { parseResponse, rawExchange } from './support/raw';
+import { parseResponse, rawExchange, wholeResponsesIn } from './support/raw';
 import { startService, type Service } from './support/service';
 
 /**
@@ -305,28 +306,6 @@ describe('slow clients that trickle headers', () => {
 describe('clients that stop reading their answers', () => {
   afterEach(cleanupChildren);
 
-  /** A connection that sends `requests` at once and reads nothing until resumed. */
-  async function nonReader(service: Service, requests: string) {
-    const socket = await connect(service.target);
-    socket.pause();
-    socket.on('error', () => undefined);
-    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-    socket.write(requests);
-    return { socket, closed };
-  }
-
-  /** The statuses of the whole responses at the start of `data`. */
-  function statusesIn(data: Buffer): number[] {
-    const statuses: number[] = [];
-    let rest = data;
-    for (;;) {
-      const parsed = rest.length === 0 ? undefined : parseResponse(rest, false);
-      if (typeof parsed !== 'object') return statuses;
-      statuses.push(parsed.status);
-      rest = parsed.rest;
-    }
-  }
-
   /** The server's count of connections it closed for inactivity with a request in progress. */
   async function timedOut(service: Service): Promise<number> {
     const metrics = await send(service.target, { method: 'GET', path: '/metrics' });
@@ -344,8 +323,8 @@ describe('clients that stop reading their answers', () => {
     // Forty thousand pipelined health checks, about 28 MB of answers: far more than the
     // connection's buffers hold, so the server's writes stop once they are full.
     const started = performance.now();
-    const client = await nonReader(
-      service,
+    const client = await nonReadingClient(
+      service.target,
       'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(40_000),
     );
     try {
@@ -387,8 +366,8 @@ describe('clients that stop reading their answers', () => {
     });
     expect(asset.status).toBe(200);
     const count = 8;
-    const client = await nonReader(
-      service,
+    const client = await nonReadingClient(
+      service.target,
       'GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(count),
     );
     try {
@@ -403,7 +382,8 @@ describe('clients that stop reading their answers', () => {
       try {
         await waitFor(
           'every answer',
-          () => statusesIn(Buffer.concat(chunks)).length === count,
+          () =>
+            wholeResponsesIn(Buffer.concat(chunks)).map((answer) => answer.status).length === count,
           15_000,
         );
       } finally {
@@ -413,7 +393,9 @@ describe('clients that stop reading their answers', () => {
       console.log(
         `a reader taking about 3 MB a second got ${received} bytes in ${Math.round(tookMs)} ms`,
       );
-      expect(statusesIn(Buffer.concat(chunks))).toEqual(Array(count).fill(200));
+      expect(wholeResponsesIn(Buffer.concat(chunks)).map((answer) => answer.status)).toEqual(
+        Array(count).fill(200),
+      );
       // The premise: the answers took more than twice the time-out to go.
       expect(tookMs).toBeGreaterThan(2000);
       expect(await timedOut(service)).toBe(0);

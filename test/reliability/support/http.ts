@@ -165,6 +165,34 @@ export function connect(target: Target, timeoutMs = 5000): Promise<net.Socket> {
   });
 }
 
+/** A connection that has sent its requests and reads nothing until its socket is resumed. */
+export interface NonReadingClient {
+  readonly socket: net.Socket;
+  /** Settles once the connection has closed. */
+  readonly closed: Promise<void>;
+  /** Whether it has closed yet. */
+  readonly isClosed: () => boolean;
+}
+
+/** Connects, pauses the socket, and sends `requests` at once; see NonReadingClient. */
+export async function nonReadingClient(
+  target: Target,
+  requests: string,
+): Promise<NonReadingClient> {
+  const socket = await connect(target);
+  socket.pause();
+  socket.on('error', () => undefined);
+  let isClosed = false;
+  const closed = new Promise<void>((resolve) =>
+    socket.once('close', () => {
+      isClosed = true;
+      resolve();
+    }),
+  );
+  socket.write(requests);
+  return { socket, closed, isClosed: () => isClosed };
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

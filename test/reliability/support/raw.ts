@@ -129,17 +129,27 @@ export function rawExchange(
   });
 }
 
-/** Every whole response in `data`, in order; fails on bytes that are not one. */
-export function responsesIn(data: Buffer): ParsedResponse[] {
+/** The whole responses at the start of `data`, up to the first that is incomplete or not HTTP. */
+export function wholeResponsesIn(data: Buffer): ParsedResponse[] {
   const responses: ParsedResponse[] = [];
   let rest = data;
   while (rest.length > 0) {
     const parsed = parseResponse(rest, false);
-    if (typeof parsed !== 'object') {
-      throw new Error(`Not a whole response after ${responses.length}: ${String(parsed)}`);
-    }
+    if (typeof parsed !== 'object') break;
     responses.push(parsed);
     rest = parsed.rest;
+  }
+  return responses;
+}
+
+/** Every whole response in `data`, in order; fails on bytes that are not one. */
+export function responsesIn(data: Buffer): ParsedResponse[] {
+  const responses = wholeResponsesIn(data);
+  const rest = responses.length === 0 ? data : responses[responses.length - 1]!.rest;
+  if (rest.length > 0) {
+    throw new Error(
+      `Not a whole response after ${responses.length}: ${String(parseResponse(rest, false))}`,
+    );
   }
   return responses;
 }
