@@ -12,28 +12,48 @@ export interface SupervisorHooks {
   onStopSignal(stop: (signal: string) => void): void;
 }
 
-/** A replacement worker that fails at start is started again after this, doubled each time up to a limit. */
+/**
+ * A replacement for a worker that failed is started after this, doubled with each failure in a row
+ * up to a limit.
+ */
 const RESTART_DELAY_MS = { first: 500, max: 30_000 };
 
 /**
- * Runs `workers` processes that share the port and stops them all on a stop signal (exit code 0).
- * A worker that dies after it listened is replaced at once. One that dies before it listened
+ * A worker that has listened this long served well: when it dies, it is replaced at once and the
+ * failures in a row start again from none. One that dies sooner counts as a failure.
+ */
+const SERVED_WELL_MS = 10_000;
+
+/**
+ * Runs `workers` processes that share `port` and stops them all on a stop signal (exit code 0).
+ * The port is a real one, not 0: the primary closes it whenever every worker has exited, and the
+ * next worker to listen opens it again, which with 0 would be another port than the one announced.
+ * A worker that dies after it served well is replaced at once. One that dies before it listened
  * failed at start: before the service ever listened (the port taken, say), every replacement would
  * fail the same way, so all stop with exit code 1; once the service serves, the failure is the
  * moment's (the database unreachable), so the others go on and the replacement is started again
- * after a delay that doubles with each failure in a row.
+ * after a delay that doubles with each failure in a row. So is one that dies soon after it
+ * listened (a disk that fails every write stops each worker at its first write): replaced at once,
+ * such workers would restart in a loop as fast as they start.
  */
 export function supervise(
-  workers: number,
+  { workers, port }: { workers: number; port: number },
   logger: Logger,
   hooks: SupervisorHooks,
 ): Promise<number> {
   let stopping = false;
   let announced = false;
-  let failedStarts = 0;
-  const listened = new Set<number>();
+  let failures = 0;
+  /** When each worker that listened did so (ms since the epoch), by worker id. */
+  const listenedAt = new Map<number, number>();
   const fork = () => {
-    if (!stopping) cluster.fork();
+    if (!stopping) cluster.fork({ PORT: String(port) });
+  };
+  /** Starts a replacement after the delay for one more failure in a row; returns that delay. */
+  const forkLater = (): number => {
+    const retryInMs = Math.min(RESTART_DELAY_MS.max, RESTART_DELAY_MS.first * 2 ** failures++);
+    setTimeout(fork, retryInMs);
+    return retryInMs;
   };
   return new Promise<number>((resolve) => {
     const stopAll = (code: number) => {
@@ -49,8 +69,7 @@ export function supervise(
       }
     };
     cluster.on('listening', (worker, address) => {
-      listened.add(worker.id);
-      failedStarts = 0;
+      listenedAt.set(worker.id, Date.now());
       // Not once stopping: a worker that listened just before the stop signal would otherwise
       // have the development token created, and never shown, while the service stops.
       if (announced || stopping) return;
@@ -60,22 +79,26 @@ export function supervise(
     cluster.on('exit', (worker, code, signal) => {
       if (stopping) return;
       const exited = { worker: worker.process.pid, code, signal };
-      if (listened.delete(worker.id)) {
+      const listenedSince = listenedAt.get(worker.id);
+      listenedAt.delete(worker.id);
+      const servedMs = listenedSince === undefined ? undefined : Date.now() - listenedSince;
+      if (servedMs !== undefined && servedMs >= SERVED_WELL_MS) {
+        failures = 0;
         logger.error(exited, 'worker exited; starting another');
         fork();
+      } else if (servedMs !== undefined) {
+        logger.error(
+          { ...exited, servedMs, retryInMs: forkLater() },
+          'a worker exited soon after it listened (see its output); starting another later',
+        );
       } else if (!announced) {
         logger.fatal(exited, 'a worker exited before it listened (see its output): stopping');
         stopAll(1);
       } else {
-        const retryInMs = Math.min(
-          RESTART_DELAY_MS.max,
-          RESTART_DELAY_MS.first * 2 ** failedStarts++,
-        );
         logger.error(
-          { ...exited, retryInMs },
+          { ...exited, retryInMs: forkLater() },
           'a new worker exited before it listened (see its output); starting another later',
         );
-        setTimeout(fork, retryInMs);
       }
     });
     hooks.onStopSignal((signal) => {

@@ -1,5 +1,5 @@
 import cluster from 'node:cluster';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { createApp } from './app';
@@ -28,6 +28,22 @@ const STOP_SIGNALS: readonly NodeJS.Signals[] = cluster.isWorker
 
 function urlOf(host: string, port: number): string {
   return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}
+
+/**
+ * A port free on `host` at this moment: PORT=0 under WORKERS is resolved once, in the primary, so
+ * that every worker listens on the same port, replacements included (see supervise). Should another
+ * process take it before the first worker listens, the start fails as with any port in use.
+ */
+function freePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, host, () => {
+      const { port } = probe.address() as AddressInfo;
+      probe.close(() => resolve(port));
+    });
+  });
 }
 
 /**
@@ -212,6 +228,8 @@ async function main(): Promise<number> {
   if (cluster.isWorker)
     return serve(config, await openStore(config.store), logger, () => Promise.resolve());
 
+  const sharedPort =
+    config.workers > 1 && config.port === 0 ? await freePort(config.host) : config.port;
   const store = await openStore(config.store);
   const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {
     await store.close();
@@ -222,7 +240,7 @@ async function main(): Promise<number> {
   if (config.workers === 1) return serve(config, store, logger, announce);
   // The primary serves nothing: it keeps the store only to create the development token.
   if (!needsToken) await store.close();
-  const code = await supervise(config.workers, logger, {
+  const code = await supervise({ workers: config.workers, port: sharedPort }, logger, {
     async onFirstListening(port) {
       const url = urlOf(config.host, port);
       try {

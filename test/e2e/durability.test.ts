@@ -1,15 +1,13 @@
 import fs from 'node:fs';
-import path from 'node:path';
 import { logLinesOf } from '../support/log-lines';
 import {
   cleanupChildren,
   createToken,
+  failingDiskEnv,
   startServer,
   tempSqlitePath,
   type ChildEnv,
 } from '../support/server-process';
-
-const FAILING_FDATASYNC = path.resolve(__dirname, '..', 'support', 'failing-fdatasync.js');
 
 interface Answer {
   readonly status: number;
@@ -158,11 +156,7 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
     const token = await createToken(sqlitePath, 'e2e');
     const server = await startServer({
       sqlitePath,
-      env: {
-        NODE_OPTIONS: `--require ${FAILING_FDATASYNC}`,
-        FAIL_FDATASYNC_WHILE: failing,
-        SHUTDOWN_TIMEOUT_MS: '2000',
-      },
+      env: { ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '2000' },
     });
     const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
     expect(await postRaw(server.baseUrl, token, '{"id": 1, "name": "before"}')).toStrictEqual({

@@ -1,7 +1,10 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import { logLinesOf, type LogLine } from '../support/log-lines';
 import {
   callApi,
   cleanupChildren,
+  failingDiskEnv,
   runServerToExit,
   startServer,
   startWithToken,
@@ -101,6 +104,77 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 200 /);
     expect(await stopped).toBe(0);
   });
+
+  it('with WORKERS=2, replaces at once a worker that served for 10 s or more', async () => {
+    const { server } = await startWithToken({
+      sqlitePath: tempSqlitePath(),
+      env: { WORKERS: '2' },
+    });
+    const [first] = await listeningWorkers(server, 2);
+    await new Promise((resolve) => setTimeout(resolve, 10_500));
+
+    process.kill(first!, 'SIGKILL');
+    expect(await listeningWorkers(server, 3)).toHaveLength(3);
+    const replaced = logLinesOf(server).filter(
+      (line) => line['message'] === 'worker exited; starting another',
+    );
+    expect(replaced).toMatchObject([{ level: 50, worker: first, signal: 'SIGKILL' }]);
+  }, 20_000);
+
+  it('with WORKERS=2, starts the workers that a failing disk stops soon after they listen with a doubling delay, and serves again once the disk is back', async () => {
+    const sqlitePath = tempSqlitePath();
+    const failing = `${sqlitePath}.disk-fails`;
+    const { server, token } = await startWithToken({
+      sqlitePath,
+      env: { WORKERS: '2', ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '1000' },
+    });
+    expect(await listeningWorkers(server, 2)).toHaveLength(2);
+    const delayed = () => logLinesOf(server).filter((line) => line['retryInMs'] !== undefined);
+    let id = 0;
+    /**
+     * A create of a new id: its status, or undefined when it got no answer (its worker stopped under
+     * it, or none was running: the primary closes the port while no worker listens).
+     */
+    const write = () =>
+      callApi(server, token, 'POST', '/plants', `{"id": ${++id}, "name": "p"}`).then(
+        (res) => res.status,
+        async () => {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          return undefined;
+        },
+      );
+
+    fs.writeFileSync(failing, '');
+    // Writes keep coming, as from clients: each worker stops at the first one it takes. Once both
+    // have stopped, the primary closes the port until the next worker listens, on the same port
+    // (PORT=0 here: the port the primary picked).
+    for (const deadline = Date.now() + 15_000; delayed().length < 3 && Date.now() < deadline;) {
+      await write();
+    }
+    const restarts: LogLine[] = delayed().slice(0, 3);
+    expect(restarts.map((line) => line['retryInMs'])).toEqual([500, 1000, 2000]);
+    for (const line of restarts) {
+      expect(line).toMatchObject({
+        level: 50,
+        message: 'a worker exited soon after it listened (see its output); starting another later',
+        code: 1,
+      });
+      expect(line['servedMs']).toBeLessThan(10_000);
+    }
+    const messages = logLinesOf(server).map((line) => line['message']);
+    expect(messages).not.toContain('worker exited; starting another');
+    expect(messages).toContain('the store can no longer write safely: stopping');
+
+    // The next worker started (after at most the last delay) writes again.
+    fs.rmSync(failing);
+    let status: number | undefined;
+    for (const deadline = Date.now() + 15_000; status !== 200 && Date.now() < deadline;) {
+      status = await write();
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    expect(status).toBe(200);
+    expect(server.process.exitCode).toBeNull();
+  }, 40_000);
 
   it('exits 1 with WORKERS=2 when the workers cannot listen, instead of replacing them forever', async () => {
     const taken = net.createServer();

@@ -16,6 +16,15 @@ const INHERITED = ['PATH', 'SYSTEMROOT', 'TMPDIR', 'TEMP', 'TMP'];
 /** Extra environment for a child; `undefined` removes a variable that a default would set. */
 export type ChildEnv = Readonly<Record<string, string | undefined>>;
 
+/**
+ * The environment of a server process whose disk fails every fdatasync while the file `flag`
+ * exists (test/support/failing-fdatasync.js); its workers, under WORKERS, inherit it.
+ */
+export function failingDiskEnv(flag: string): ChildEnv {
+  const preload = path.join(PROJECT_ROOT, 'test', 'support', 'failing-fdatasync.js');
+  return { NODE_OPTIONS: `--require ${preload}`, FAIL_FDATASYNC_WHILE: flag };
+}
+
 const DEV_TOKEN_LINE =
   /^Created a development token \(shown once, stored only as a hash\): (plnt_\S+)$/gm;
 
