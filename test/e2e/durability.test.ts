@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import Database from 'better-sqlite3';
 import { logLinesOf } from '../support/log-lines';
 import {
   cleanupChildren,
@@ -192,4 +193,75 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
       body: { name: 'after' },
     });
   });
+});
+
+describe('a server whose sync of the database file fails in a WAL checkpoint (FULL)', () => {
+  it('stops writing before the WAL can restart, exits 1, and the file holds every write answered 200', async () => {
+    const sqlitePath = tempSqlitePath();
+    const failing = `${sqlitePath}.disk-fails`;
+    const token = await createToken(sqlitePath, 'e2e');
+    fs.writeFileSync(failing, '');
+    // Only the database file's syncs fail: the WAL's, each commit's, succeed.
+    const server = await startServer({
+      sqlitePath,
+      env: { ...failingDiskEnv(failing, '.sqlite'), SHUTDOWN_TIMEOUT_MS: '2000' },
+    });
+    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+
+    // The checkpoint thread's first pass starts after 16,000 writes; until the store stops, 32
+    // clients create plants with ids 1, 2, 3, … (at most 40,000 of them).
+    const statuses = new Map<number, number>();
+    const unanswered: number[] = [];
+    let nextId = 1;
+    let stopped = false;
+    const client = async () => {
+      while (!stopped && nextId <= 40000) {
+        const id = nextId++;
+        try {
+          const { status } = await postRaw(server.baseUrl, token, `{"id": ${id}, "name": "p"}`);
+          statuses.set(id, status);
+          if (status !== 200) stopped = true;
+        } catch {
+          unanswered.push(id);
+          stopped = true;
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: 32 }, client));
+
+    const answered = [...statuses].filter(([, status]) => status === 200).map(([id]) => id);
+    const refused = [...statuses].filter(([, status]) => status === 503).map(([id]) => id);
+    expect(answered.length).toBeGreaterThanOrEqual(16000);
+    expect(refused.length).toBeGreaterThan(0);
+    expect(answered.length + refused.length).toBe(statuses.size);
+
+    expect(await exited).toBe(1);
+    const fatal = logLinesOf(server).filter(
+      (line) => line['message'] === 'the store can no longer write safely: stopping',
+    );
+    expect(fatal).toHaveLength(1);
+    expect(JSON.stringify(fatal[0])).toContain('EIO');
+
+    // The file, opened as the restart will open it (recovering from the WAL), holds every plant
+    // answered 200 and none answered 503; a request cut off by the exit may be either.
+    const db = new Database(sqlitePath);
+    const stored = new Set(
+      (db.prepare('SELECT id FROM plants').pluck().all() as number[]).map(Number),
+    );
+    db.close();
+    expect(answered.filter((id) => !stored.has(id))).toEqual([]);
+    expect(refused.filter((id) => stored.has(id))).toEqual([]);
+    expect(stored.size).toBeLessThanOrEqual(answered.length + unanswered.length);
+
+    fs.rmSync(failing);
+    const restarted = await startServer({ sqlitePath });
+    expect(await deletePlant(restarted.baseUrl, token, String(answered.at(-1)))).toStrictEqual({
+      status: 204,
+      body: undefined,
+    });
+    expect(await postRaw(restarted.baseUrl, token, '{"id": 0, "name": "after"}')).toStrictEqual({
+      status: 200,
+      body: { name: 'after' },
+    });
+  }, 120_000);
 });

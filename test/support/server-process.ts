@@ -18,11 +18,16 @@ export type ChildEnv = Readonly<Record<string, string | undefined>>;
 
 /**
  * The environment of a server process whose disk fails every fdatasync while the file `flag`
- * exists (test/support/failing-fdatasync.js); its workers, under WORKERS, inherit it.
+ * exists, or only those of files whose path ends with `ofFilesEndingWith`
+ * (test/support/failing-fdatasync.js); its workers, under WORKERS, inherit it.
  */
-export function failingDiskEnv(flag: string): ChildEnv {
+export function failingDiskEnv(flag: string, ofFilesEndingWith?: string): ChildEnv {
   const preload = path.join(PROJECT_ROOT, 'test', 'support', 'failing-fdatasync.js');
-  return { NODE_OPTIONS: `--require ${preload}`, FAIL_FDATASYNC_WHILE: flag };
+  return {
+    NODE_OPTIONS: `--require ${preload}`,
+    FAIL_FDATASYNC_WHILE: flag,
+    FAIL_FDATASYNC_OF: ofFilesEndingWith,
+  };
 }
 
 const DEV_TOKEN_LINE =

@@ -35,7 +35,9 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
  * resolves, and only a restart, which recovers from what is on disk, makes the store write again.
  *
- * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits.
+ * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits;
+ * a failed sync of the database file there stops the store the same way, since the WAL must not
+ * restart over frames whose copies may not be on disk.
  */
 export function createGroupCommit(
   db: Database.Database,
@@ -53,22 +55,30 @@ export function createGroupCommit(
   const assertWriting = () => {
     if (failure !== undefined) throw failure;
   };
+  const stop = (cause: unknown): never => {
+    failure = new StoreUnavailableError({ cause });
+    reportStop(failure);
+    throw failure;
+  };
   // One commit at a time: a batch commits as soon as it is sent, and is answered, and the next
   // batch sent, only after its sync.
   const commits = createBatcher(
     async (batch: readonly (() => unknown)[]) => {
       assertWriting();
-      const checkpointEnd = checkpoints?.beforeCommit();
-      if (checkpointEnd !== undefined) await checkpointEnd;
+      try {
+        const checkpointEnd = checkpoints?.beforeCommit();
+        if (checkpointEnd !== undefined) await checkpointEnd;
+      } catch (error) {
+        // Only a failed sync of the database file throws here (see WalCheckpoints.beforeCommit).
+        stop(error);
+      }
       const results = commitAll.immediate(batch);
       if (sync !== undefined) {
         const syncStarted = performance.now();
         try {
           await sync();
         } catch (error) {
-          failure = new StoreUnavailableError({ cause: error });
-          reportStop(failure);
-          throw failure;
+          stop(error);
         }
         totals.syncSeconds += (performance.now() - syncStarted) / 1000;
       }

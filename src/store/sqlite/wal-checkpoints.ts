@@ -24,7 +24,11 @@ const HARD_LIMIT_FACTOR = 3;
 
 /** Hooks the group commit calls around each transaction; see createWalCheckpoints. */
 export interface WalCheckpoints {
-  /** Before a transaction: the end of a checkpoint when due (a promise when it must wait for the thread's pass). */
+  /**
+   * Before a transaction: the end of a checkpoint when due (a promise when it must wait for the
+   * thread's pass). Throws (or rejects) once the thread's sync of the database file has failed:
+   * the store must stop writing (see createWalCheckpoints).
+   */
   beforeCommit(): Promise<void> | undefined;
   /** After a transaction of `writes` writes (and its sync): starts a background checkpoint when due. */
   afterCommit(writes: number): void;
@@ -44,18 +48,19 @@ interface PassResult {
   readonly checkpointed: number;
 }
 
-type Reply = PassResult | { readonly error: string };
+/** A failed pass; `syncFailed` when the checkpoint copied frames and their sync then failed. */
+type Reply = PassResult | { readonly error: string; readonly syncFailed?: boolean };
 
 /**
- * The checkpoint thread's code: its own connection to the file, one PASSIVE checkpoint per
- * message, then an fdatasync of the database file. SQLite syncs the database file only when a
- * checkpoint copies the WAL to its very end, which a pass never does while commits go on; the
- * end on the store's connection did, and so flushed the whole pass's scattered pages while it held
- * the event loop (with a million plants, 80 to 110 ms of its 90 to 120 on the benchmark's slowest
- * machine). Synced here, off the event loop, the end flushes only the pages it copies itself.
- * The descriptor is the main thread's (workerData.fd; see databaseFileDescriptors), never closed
- * here. Plain JavaScript run with `eval`, so that the same code serves the compiled service and
- * the TypeScript tests.
+ * The checkpoint thread's code: its own connection to the file, one PASSIVE checkpoint per message,
+ * then an fdatasync of the database file (a failure of which the reply marks `syncFailed`). SQLite
+ * syncs the database file only when a checkpoint copies the WAL to its very end, which a pass never
+ * does while commits go on; the end on the store's connection did, and so flushed the whole pass's
+ * scattered pages while it held the event loop (with a million plants, 80 to 110 ms of its 90 to
+ * 120 on the benchmark's slowest machine). Synced here, off the event loop, the end flushes only
+ * the pages it copies itself. The descriptor is the main thread's (workerData.fd; see
+ * databaseFileDescriptors), never closed here. Plain JavaScript run with `eval`, so that the same
+ * code serves the compiled service and the TypeScript tests.
  */
 const THREAD_SOURCE = `
 const fs = require('node:fs');
@@ -71,12 +76,14 @@ parentPort.on('message', (message) => {
     parentPort.close();
     return;
   }
+  let copied = false;
   try {
     const row = checkpoint.get();
-    if (row.checkpointed > 0) fs.fdatasyncSync(workerData.fd);
+    copied = row.checkpointed > 0;
+    if (copied) fs.fdatasyncSync(workerData.fd);
     parentPort.postMessage({ busy: row.busy !== 0, log: row.log, checkpointed: row.checkpointed });
   } catch (error) {
-    parentPort.postMessage({ error: String(error && error.message) });
+    parentPort.postMessage({ error: String(error && error.message), syncFailed: copied });
   }
 });
 `;
@@ -183,12 +190,22 @@ class CheckpointThread {
  * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
  * If the thread fails, the connection checkpoints by itself again as SQLite does by default. The
  * thread starts at the first checkpoint, so a store that writes little never starts it.
+ *
+ * Except when the thread's sync of the database file fails: a pass that stops short of the WAL's
+ * end marks its frames copied without syncing the database file (SQLite syncs it only when a
+ * checkpoint reaches the end), so the thread's sync is the only one those copies get. If it fails,
+ * the kernel may have dropped the pages it could not write and will report the next sync as a
+ * success, and a later checkpoint would let the WAL restart over frames whose copies are not on
+ * disk, losing answered writes. So from then on beforeCommit throws, and the group commit stops
+ * the store as it does when the WAL's own sync fails; a restart recovers from the WAL, which
+ * still holds those frames.
  */
 export function createWalCheckpoints(db: Database.Database, everyWrites: number): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
   let databaseFile: ReturnType<typeof acquireDatabaseFile> | undefined;
   let failed = false;
+  let syncFailure: Error | undefined;
   let writes = 0;
   let phase: 'idle' | 'background' | 'tail' = 'idle';
   let background: Promise<void> = Promise.resolve();
@@ -208,8 +225,16 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
     for (let passes = 0; passes < MAX_PASSES; passes++) {
       const writesBefore = writes;
       const reply = await current.pass();
-      // An I/O error is for the next commit to report: the connection takes over checkpoints.
-      if ('error' in reply) return fallBack();
+      if ('error' in reply) {
+        // A failed sync of the database file stops the store (see above). Any other failure
+        // leaves no copy unsynced: the connection takes over checkpoints, and an I/O error is
+        // for the next commit to report.
+        if (reply.syncFailed === true) {
+          syncFailure = new Error(reply.error);
+          return;
+        }
+        return fallBack();
+      }
       if (writes - writesBefore <= FEW_FOR_THE_END) return;
     }
   };
@@ -219,6 +244,7 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
    * thread's pass (a few hundred frames), so that the next transaction restarts the WAL.
    */
   const finish = () => {
+    if (syncFailure !== undefined) throw syncFailure;
     if (!failed) {
       try {
         db.pragma('wal_checkpoint(PASSIVE)');
@@ -233,6 +259,7 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
 
   return {
     beforeCommit() {
+      if (syncFailure !== undefined) throw syncFailure;
       if (failed || (phase !== 'tail' && writes < HARD_LIMIT_FACTOR * everyWrites)) return;
       if (phase === 'background') return background.then(finish);
       finish();
