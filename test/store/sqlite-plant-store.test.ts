@@ -14,6 +14,18 @@ function makeTempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-'));
 }
 
+/** Descriptors this process holds on `target`, a file that exists (Linux: /proc/self/fd). */
+function descriptorsOf(target: string): number {
+  const real = fs.realpathSync(target);
+  return fs.readdirSync('/proc/self/fd').filter((fd) => {
+    try {
+      return fs.readlinkSync(`/proc/self/fd/${fd}`) === real;
+    } catch {
+      return false; // the directory's own descriptor, gone once listed
+    }
+  }).length;
+}
+
 describePlantStoreContract('SQLite file', async () => {
   const dir = makeTempDir();
   const store = openSqlitePlantStore({
@@ -91,6 +103,58 @@ describe('openSqlitePlantStore', () => {
       expect(() => open('FULL', dir)).toThrow(
         expect.objectContaining({ code: 'SQLITE_CANTOPEN' }) as Error,
       );
+    });
+
+    // SQLite resolves the link and keeps the WAL beside the file it leads to: that WAL is the one
+    // a FULL store must sync, not whatever sits at the link's own name plus -wal.
+    it('syncs the WAL of the file a symlinked path leads to, and leaves alone a file named after the link', async () => {
+      const real = path.join(dir, 'real', 'plants.sqlite');
+      const link = path.join(dir, 'link.sqlite');
+      fs.mkdirSync(path.dirname(real));
+      fs.symlinkSync(real, link);
+      fs.writeFileSync(`${link}-wal`, 'not a WAL');
+
+      const store = open('FULL', link);
+      await store.createPlant({ id: 1n, name: 'Monstera' });
+
+      expect(descriptorsOf(`${link}-wal`)).toBe(0);
+      // SQLite's own descriptor, and the store's for its syncs.
+      expect(descriptorsOf(`${real}-wal`)).toBe(2);
+      await close(store);
+      expect(fs.readFileSync(`${link}-wal`, 'utf8')).toBe('not a WAL');
+      expect(await open('FULL', real).createPlant({ id: 1n, name: 'Other' })).toBeUndefined();
+    });
+
+    it('opens a FULL store through a symlink with nothing named after the link', async () => {
+      const real = path.join(dir, 'real', 'plants.sqlite');
+      const link = path.join(dir, 'link.sqlite');
+      fs.mkdirSync(path.dirname(real));
+      fs.symlinkSync(real, link);
+
+      const store = open('FULL', link);
+      await store.createPlant({ id: 1n, name: 'Monstera' });
+      await close(store);
+
+      expect(fs.existsSync(`${link}-wal`)).toBe(false);
+      expect(await open('FULL', real).createPlant({ id: 1n, name: 'Other' })).toBeUndefined();
+    });
+
+    it('closes the connection and the WAL descriptor when the store cannot be built over the file', () => {
+      // Every migration recorded, but no tables: nothing fails until the store's statements are
+      // prepared, after the WAL's descriptor is open.
+      const setup = new Database(file);
+      setup.pragma('journal_mode = WAL');
+      setup.exec(
+        'CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at INTEGER NOT NULL)',
+      );
+      setup.prepare('INSERT INTO schema_version VALUES (?, 0)').run(sqliteMigrations.length);
+      setup.close();
+
+      expect(() => open()).toThrow('no such table: plants');
+
+      expect(descriptorsOf(file)).toBe(0);
+      // SQLite removes the WAL at the last connection's close.
+      expect(fs.existsSync(`${file}-wal`)).toBe(false);
     });
   });
 

@@ -90,10 +90,14 @@ function makeDirectories(directory: string): void {
   }
 }
 
-/** Opens (creating if needed) the SQLite database file, applies pending migrations and returns the store over it. */
+/**
+ * Opens (creating if needed) the SQLite database file, applies pending migrations and returns the
+ * store over it; if any step fails, the connection (and the WAL's descriptor) is closed again.
+ */
 export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
   makeDirectories(path.dirname(path.resolve(options.path)));
   const db = new Database(options.path);
+  let walSync: WalSync | undefined;
   try {
     // SQLite answers with the mode it is in, which stays another one where WAL is impossible
     // (an in-memory database): the group commit syncs the WAL file, so anything else is refused.
@@ -109,15 +113,41 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.pragma(`busy_timeout = ${options.busyTimeoutMs}`);
     db.pragma(`cache_size = -${SQLITE_PAGE_CACHE_KIB}`);
     migrate(db);
+    const file = mainDatabaseFile(db);
+    if (options.synchronous === 'FULL') walSync = openWalSync(file);
+    return createSqlitePlantStore(
+      db,
+      walSync,
+      createWalCheckpoints(
+        db,
+        file,
+        options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES,
+      ),
+    );
   } catch (error) {
+    // In the order close() keeps: the connection first, then the descriptor.
     db.close();
+    walSync?.close();
     throw error;
   }
-  return createSqlitePlantStore(
-    db,
-    options.synchronous === 'FULL' ? openWalSync(db) : undefined,
-    createWalCheckpoints(db, options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES),
-  );
+}
+
+/**
+ * The path of the file SQLite opened as the main database, which its WAL's name is made from
+ * (`<that path>-wal`). SQLite resolves symbolic links in the path it is given, so through a
+ * symlinked SQLITE_PATH, `${db.name}-wal` names a file SQLite never writes: either none, or a
+ * stray one whose sync would make no write durable. Asked of SQLite (`PRAGMA database_list`)
+ * rather than worked out with fs.realpathSync: SQLite's answer is the name it made the WAL's
+ * from, whatever its rules for links, and cannot differ from it should the link change between
+ * SQLite's open and ours. The checkpoint thread opens and syncs the same file.
+ */
+function mainDatabaseFile(db: Database.Database): string {
+  const databases = db.pragma('database_list') as { name: string; file: string }[];
+  const main = databases.find((database) => database.name === 'main');
+  if (main === undefined || main.file === '') {
+    throw new Error(`${db.name} has no database file for its WAL.`);
+  }
+  return main.file;
 }
 
 /**
@@ -127,9 +157,9 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
  * before its sync completes, but anything they answer goes through a later commit whose own sync
  * covers it.
  */
-function openWalSync(db: Database.Database): WalSync {
+function openWalSync(databaseFile: string): WalSync {
   // The WAL exists from the first transaction on (migrate) until the last connection closes.
-  const fd = fs.openSync(`${db.name}-wal`, 'r');
+  const fd = fs.openSync(`${databaseFile}-wal`, 'r');
   return { sync: (done) => fs.fdatasync(fd, done), close: () => fs.closeSync(fd) };
 }
 

@@ -167,24 +167,25 @@ class CheckpointThread {
 }
 
 /**
- * Checkpoints of the store's WAL, mostly off the event loop. SQLite's own checkpoint runs inside
- * the COMMIT that takes the WAL past 1,000 pages, on the event loop, and with scattered ids it
- * copies and syncs nearly one page per write it covers: with a million plants, 26 ms of every
- * 1,000 writes (`npm run bench:checkpoints`). Here the store's connection never checkpoints by itself
- * (`wal_autocheckpoint = 0`); after `everyWrites` writes a thread with its own connection copies
- * the WAL into the database file while commits go on (a PASSIVE checkpoint takes no lock that
- * writers need). Then, before the next commit, the store's connection copies the few hundred
- * frames committed meanwhile, and that commit restarts the WAL from its beginning. The bulk of
- * the copying and syncing leaves the event loop, and a larger WAL copies each page once for all
- * the writes to it: with a million plants, the checkpoints cost 2.5 µs of CPU per write at one
- * per 16,000 writes, 3.6 µs at one per 8,000 and 4.8 µs at SQLite's every 1,000 pages
- * (`npm run bench:checkpoints`). The end holds the event loop while it copies and syncs the
- * frames committed during the last pass. The thread syncs the database file after each of its
- * passes (see THREAD_SOURCE), and runs another pass when many writes came in during one, so with
- * a million plants the end takes 1 to 11 ms, against 74 to 123 ms when it flushed the whole pass
+ * Checkpoints of the store's WAL, mostly off the event loop; `file` is the database file as SQLite
+ * opened it (its links resolved), which the thread opens and syncs. SQLite's own checkpoint runs
+ * inside the COMMIT that takes the WAL past 1,000 pages, on the event loop, and with scattered ids
+ * it copies and syncs nearly one page per write it covers: with a million plants, 26 ms of every
+ * 1,000 writes (`npm run bench:checkpoints`). Here the store's connection never checkpoints by
+ * itself (`wal_autocheckpoint = 0`); after `everyWrites` writes a thread with its own connection
+ * copies the WAL into the database file while commits go on (a PASSIVE checkpoint takes no lock
+ * that writers need). Then, before the next commit, the store's connection copies the few hundred
+ * frames committed meanwhile, and that commit restarts the WAL from its beginning. The bulk of the
+ * copying and syncing leaves the event loop, and a larger WAL copies each page once for all the
+ * writes to it: with a million plants, the checkpoints cost 2.5 µs of CPU per write at one per
+ * 16,000 writes, 3.6 µs at one per 8,000 and 4.8 µs at SQLite's every 1,000 pages
+ * (`npm run bench:checkpoints`). The end holds the event loop while it copies and syncs the frames
+ * committed during the last pass. The thread syncs the database file after each of its passes (see
+ * THREAD_SOURCE), and runs another pass when many writes came in during one, so with a million
+ * plants the end takes 1 to 11 ms, against 74 to 123 ms when it flushed the whole pass
  * (scripts/bench/README.md, "What changed"). (The end cannot be left to the thread: while commits
- * go on, each pass leaves new frames behind; and a thread's pass with commits held measured
- * slower, since it shares the server's core with the event loop.)
+ * go on, each pass leaves new frames behind; and a thread's pass with commits held measured slower,
+ * since it shares the server's core with the event loop.)
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
  * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
@@ -200,7 +201,11 @@ class CheckpointThread {
  * the store as it does when the WAL's own sync fails; a restart recovers from the WAL, which
  * still holds those frames.
  */
-export function createWalCheckpoints(db: Database.Database, everyWrites: number): WalCheckpoints {
+export function createWalCheckpoints(
+  db: Database.Database,
+  file: string,
+  everyWrites: number,
+): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
   let databaseFile: ReturnType<typeof acquireDatabaseFile> | undefined;
@@ -270,8 +275,8 @@ export function createWalCheckpoints(db: Database.Database, everyWrites: number)
       writes += count;
       if (phase !== 'idle' || writes < everyWrites) return;
       try {
-        databaseFile ??= acquireDatabaseFile(db.name);
-        thread ??= new CheckpointThread(db.name, databaseFile.fd, fallBack);
+        databaseFile ??= acquireDatabaseFile(file);
+        thread ??= new CheckpointThread(file, databaseFile.fd, fallBack);
       } catch {
         // No descriptor (too many open files) or no thread (the limit of the process's threads,
         // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as
