@@ -270,13 +270,33 @@ export function createSqlitePlantStore(
       commitTotals: totals,
       stopped,
     },
-    isBusy,
+    isUnavailable,
   );
 }
 
-/** Another process holds the write lock for longer than busy_timeout: the request may be retried. */
-function isBusy(error: unknown): boolean {
+/**
+ * SQLite's result codes that mean "not now" rather than "never", as the PostgreSQL store's
+ * SQLSTATE classes do (its 53, insufficient resources, holds disk full and out of memory):
+ * - BUSY, LOCKED: another connection holds the lock past busy_timeout; PROTOCOL: a WAL lock race
+ *   SQLite lost for seconds on end, the same wait by another name;
+ * - FULL: the disk (or max_page_count) is full;
+ * - READONLY*: the file, its directory or its file system refuses writes (ext4 remounts itself
+ *   read-only after errors), or the file was moved away (READONLY_DBMOVED);
+ * - IOERR*: the operating system failed a read, write or lock (IOERR_NOMEM included);
+ * - NOMEM: SQLite could not allocate.
+ * Each fails its transaction whole (the transaction is rolled back, and WAL frames without a
+ * commit record are ignored), so the writes already answered stand, and the store writes again once
+ * the lock, the space, the memory or the disk is back: unlike a failed sync of the WAL, after which
+ * the group commit stops the store, nothing here leaves an answered write in doubt. (The store's
+ * connection never syncs inside a COMMIT, as it runs at NORMAL; and SQLite ignores the errors of
+ * its own checkpoints after a COMMIT.) Everything else stays as it is, a 500 that logs its stack:
+ * CONSTRAINT, ERROR, MISUSE, RANGE and MISMATCH mean a bug of the store, and CORRUPT, NOTADB and
+ * CANTOPEN an operator's work, which no retry replaces.
+ */
+const UNAVAILABLE_CODE = /^SQLITE_(BUSY|LOCKED|PROTOCOL|FULL|READONLY|IOERR|NOMEM)/;
+
+function isUnavailable(error: unknown): boolean {
   // By code, not by class: the native addon keeps the SqliteError class of the first module instance that loaded it.
   const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code);
+  return typeof code === 'string' && UNAVAILABLE_CODE.test(code);
 }
