@@ -356,6 +356,16 @@ describe('openSqlitePlantStore', () => {
       expect(version(store)).toBe(afterCommit);
       expect(await store.findActiveToken(token.hash)).toBeUndefined();
     });
+
+    // A request still being verified when a shutdown's deadline closes the store answers 503, as
+    // it does from the store's methods, not a 500 from a closed database.
+    it('throws StoreUnavailableError once the store is closed', async () => {
+      const store = open();
+      version(store);
+      await store.close();
+
+      expect(() => version(store)).toThrow(StoreUnavailableError);
+    });
   });
 });
 
