@@ -162,6 +162,37 @@ describe('request targets and framing', () => {
     ).toBe(200);
   });
 
+  it.each([
+    ['GET', '/healthz\xa0'],
+    ['GET', '/openapi.json\t'],
+    ['GET', '/healthz\x0c'],
+    ['GET', '/h\xc3\xa9'],
+    ['DELETE', '/plants/14\xa0'],
+    ['DELETE', '/plants/14\t'],
+  ])(
+    'answers 400 to %s %j, whose target holds a byte no target may hold, and deletes nothing',
+    async (method, path) => {
+      // Routed by a parser that trims such bytes, `/plants/14<0xA0>` would delete plant 14.
+      expect(errorOf(await post('/plants', '{"id": 14, "name": "kept"}')).status).toBeLessThan(500);
+      const outcome = await rawExchange(
+        target,
+        Buffer.from(
+          `${method} ${path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`,
+          'latin1',
+        ),
+        { noBody: false, idleMs: 500, maxMs: 3000 },
+      );
+      expect(errorOf(outcome)).toEqual({
+        status: 400,
+        body: { error: 400, message: 'The request could not be parsed as HTTP/1.1.' },
+      });
+      expect(errorOf(await post('/plants', '{"id": 14, "name": "kept"}'))).toEqual({
+        status: 409,
+        body: { error: 409, message: 'A plant with the id 14 already exists.' },
+      });
+    },
+  );
+
   it('answers 400 to a target with a fragment, and stores nothing', async () => {
     expect(errorOf(await post('/plants#x', '{"id": 2, "name": ""}'))).toEqual({
       status: 400,
