@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { NewPlant, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
+import { checkEncoding } from './check-encoding';
 import { postgresMigrations } from './migrations';
 import { createBatcher, type BatcherOptions } from '../batcher';
 
@@ -79,7 +80,10 @@ async function migrate(pool: pg.Pool): Promise<void> {
   }
 }
 
-/** Connects a pool to the database, applies pending migrations under a lock and returns the store over it. */
+/**
+ * Connects a pool to the database, refuses one whose encoding is not UTF8 (checkEncoding), applies
+ * pending migrations under a lock and returns the store over it.
+ */
 export async function openPostgresPlantStore(options: PostgresStoreOptions): Promise<PlantStore> {
   const pool = new pg.Pool({
     connectionString: options.url,
@@ -93,6 +97,7 @@ export async function openPostgresPlantStore(options: PostgresStoreOptions): Pro
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
   pool.on('error', () => undefined);
   try {
+    await checkEncoding(pool);
     await migrate(pool);
   } catch (error) {
     await pool.end();
