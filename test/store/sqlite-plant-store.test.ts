@@ -9,21 +9,10 @@ import {
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
 import { describePlantStoreContract } from './plant-store.contract';
+import { descriptorsOf } from '../support/descriptors';
 
 function makeTempDir(): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-'));
-}
-
-/** Descriptors this process holds on `target`, a file that exists (Linux: /proc/self/fd). */
-function descriptorsOf(target: string): number {
-  const real = fs.realpathSync(target);
-  return fs.readdirSync('/proc/self/fd').filter((fd) => {
-    try {
-      return fs.readlinkSync(`/proc/self/fd/${fd}`) === real;
-    } catch {
-      return false; // the directory's own descriptor, gone once listed
-    }
-  }).length;
 }
 
 describePlantStoreContract('SQLite file', async () => {

@@ -9,6 +9,7 @@ import {
   openSqlitePlantStore,
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
+import { descriptorsOf } from '../support/descriptors';
 
 /** Checkpoints after this many writes: small, so that a test goes through many of them. */
 const EVERY = 100;
@@ -173,18 +174,6 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     }
   });
 });
-
-/** Descriptors this process holds on `target` (Linux: /proc/self/fd). */
-function descriptorsOf(target: string): number {
-  const real = fs.realpathSync(target);
-  return fs.readdirSync('/proc/self/fd').filter((fd) => {
-    try {
-      return fs.readlinkSync(`/proc/self/fd/${fd}`) === real;
-    } catch {
-      return false; // the directory's own descriptor, gone once listed
-    }
-  }).length;
-}
 
 /** POSIX locks this process holds on `target` (Linux: /proc/locks, "N: POSIX ADVISORY READ pid dev:ino start end"). */
 function locksOf(target: string): number {
