@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { ConfigError, parseConfig, type StoreConfig } from '../src/config';
 import {
   createTokensService,
+  tokenName,
   UNPRINTABLE_NAME_CHARACTERS,
   type TokensService,
 } from '../src/service/tokens-service';
@@ -82,7 +83,8 @@ function repeatedOption(tokens: ReturnType<typeof parseArgs>['tokens']): string 
 
 /**
  * The command the arguments ask for, or a UsageError (parseArgs throws its own TypeError for an
- * unknown option). Read before any store is opened, so that a mistyped command opens none.
+ * unknown option, tokenName a RangeError for a name it refuses). Read before any store is opened,
+ * so that a mistyped command opens none, nor creates one.
  */
 function parseCommand(args: string[]): Command {
   const { positionals, values, tokens } = parseArgs({
@@ -103,7 +105,7 @@ function parseCommand(args: string[]): Command {
   const [command, ...rest] = positionals;
   const { name, json } = values;
   if (command === 'create' && rest.length === 0 && name !== undefined && json === undefined)
-    return { kind: 'create', name };
+    return { kind: 'create', name: tokenName(name) };
   if (command === 'list' && rest.length === 0 && name === undefined)
     return { kind: 'list', json: json === true };
   if (command === 'revoke' && rest.length === 1 && name === undefined && json === undefined)

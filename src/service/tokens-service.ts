@@ -15,6 +15,21 @@ const MAX_NAME_LENGTH = 100;
  * escaped if an older name has them.
  */
 export const UNPRINTABLE_NAME_CHARACTERS = /[\p{Cc}\u2028\u2029\u202A-\u202E\u2066-\u2069]/u;
+/**
+ * The name a token is stored under: `name` trimmed. Throws a RangeError when that is empty, longer
+ * than 100 characters, or holds a character of UNPRINTABLE_NAME_CHARACTERS; the token CLI asks
+ * before it opens any store.
+ */
+export function tokenName(name: string): string {
+  const trimmed = name.trim();
+  if (trimmed.length === 0 || [...trimmed].length > MAX_NAME_LENGTH) {
+    throw new RangeError(`A token name must have 1 to ${MAX_NAME_LENGTH} characters.`);
+  }
+  if (trimmed.search(UNPRINTABLE_NAME_CHARACTERS) !== -1) {
+    throw new RangeError('A token name must not hold control characters.');
+  }
+  return trimmed;
+}
 /** last_used_at is written at most once per token in this interval, to keep writes off the hot path. */
 export const LAST_USED_GRANULARITY_MS = 60_000;
 /** How many verified tokens a process keeps in memory (see createTokensService). */
@@ -104,13 +119,7 @@ export function createTokensService({
   };
   return {
     async issue(name) {
-      const trimmed = name.trim();
-      if (trimmed.length === 0 || [...trimmed].length > MAX_NAME_LENGTH) {
-        throw new RangeError(`A token name must have 1 to ${MAX_NAME_LENGTH} characters.`);
-      }
-      if (trimmed.search(UNPRINTABLE_NAME_CHARACTERS) !== -1) {
-        throw new RangeError('A token name must not hold control characters.');
-      }
+      const trimmed = tokenName(name);
       const secret = TOKEN_PREFIX + randomBytes(SECRET_BYTES).toString('base64url');
       const token = { id: randomBytes(6).toString('hex'), name: trimmed, createdAt: now() };
       await store.insertToken({ ...token, hash: hashSecret(secret) });

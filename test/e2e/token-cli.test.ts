@@ -109,7 +109,7 @@ describe('token list', () => {
 });
 
 describe('control characters in token names', () => {
-  it('refuses a name that holds one with exit 2, and stores nothing', async () => {
+  it('refuses a name that holds one with exit 2, and creates no store', async () => {
     const sqlitePath = tempSqlitePath();
 
     const result = await runTokenCli(['create', '--name', 'ci\u001b[2J'], {
@@ -121,7 +121,20 @@ describe('control characters in token names', () => {
       stdout: '',
       stderr: 'A token name must not hold control characters.\n',
     });
-    expect((await cliListJson(sqlitePath)).tokens).toStrictEqual([]);
+    expect(fs.existsSync(sqlitePath)).toBe(false);
+  });
+
+  it('refuses an empty name with exit 2 before it reaches a store, even one that cannot be reached', async () => {
+    const result = await runTokenCli(['create', '--name', '  '], {
+      SQLITE_PATH: undefined,
+      DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none',
+    });
+
+    expect(result).toStrictEqual({
+      code: 2,
+      stdout: '',
+      stderr: 'A token name must have 1 to 100 characters.\n',
+    });
   });
 
   it('lists 150,000 tokens as a table', async () => {
