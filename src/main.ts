@@ -164,7 +164,10 @@ function serve(
   const server = createHttpServer(app, config.http, logger, metrics?.recordServerAnswer);
   metrics?.watchConnections(() => connectionCounts(server));
   return new Promise<number>((resolve, reject) => {
+    let exitCode = 0;
     const stop = (code: number) => {
+      // A store that stops during a signal's drain still makes the exit a failure.
+      exitCode = Math.max(exitCode, code);
       if (shuttingDown) return;
       shuttingDown = true;
       closeGracefully(server, config.http.shutdownTimeoutMs)
@@ -174,7 +177,7 @@ function serve(
         .then(
           () => {
             logger.info('stopped');
-            resolve(code);
+            resolve(exitCode);
           },
           (error: unknown) => {
             logger.error({ err: error }, 'closing the store failed');
@@ -194,6 +197,11 @@ function serve(
       stop(1);
     });
     server.once('error', reject).listen(config.port, config.host, () => {
+      // Once listening, an error of the listening socket is one accept that failed (out of
+      // descriptors or memory): node:net goes on accepting, so the service logs it and serves on.
+      server.off('error', reject).on('error', (error) => {
+        logger.error({ err: error }, 'accepting a connection failed');
+      });
       const url = urlOf(config.host, (server.address() as AddressInfo).port);
       onListening(url).then(
         () => {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import Database from 'better-sqlite3';
-import { logLinesOf } from '../support/log-lines';
+import { logLinesOf, waitFor } from '../support/log-lines';
 import {
   cleanupChildren,
   createToken,
@@ -264,4 +265,47 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
       body: { name: 'after' },
     });
   }, 120_000);
+});
+
+describe('a server whose WAL sync fails while a signal waits for a write in flight', () => {
+  it('answers that write 503 and exits with code 1, not 0', async () => {
+    const sqlitePath = tempSqlitePath();
+    const failing = `${sqlitePath}.disk-fails`;
+    const token = await createToken(sqlitePath, 'e2e');
+    const server = await startServer({
+      sqlitePath,
+      env: { ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '5000' },
+    });
+    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+    const { hostname, port } = new URL(server.baseUrl);
+    const body = '{"id": 1, "name": "drained"}';
+
+    // A POST whose body has not all arrived is in flight: the drain after SIGTERM waits for it.
+    const socket = net.connect(Number(port), hostname);
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.write(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    server.process.kill('SIGTERM');
+    await waitFor('the drain', () =>
+      logLinesOf(server).some(
+        (line) => line['message'] === 'stopping: draining in-flight requests',
+      ),
+    );
+    fs.writeFileSync(failing, '');
+    socket.end(body.slice(5));
+    await closed;
+
+    expect(received).toMatch(/^HTTP\/1\.1 503 /);
+    expect(await exited).toBe(1);
+    expect(
+      logLinesOf(server).filter(
+        (line) => line['message'] === 'the store can no longer write safely: stopping',
+      ),
+    ).toHaveLength(1);
+  });
 });
