@@ -417,9 +417,11 @@ export interface components {
             content?: never;
         };
         /**
-         * @description The store cannot be reached or is overloaded, or this instance can no longer write safely
-         *     and is restarting. Nothing was changed unless the store had already committed; the request
-         *     may be retried after the time in `Retry-After`.
+         * @description The store cannot be reached, is overloaded or cannot take a write for now (its disk full
+         *     or read-only, an I/O error), or this instance can no longer write safely and is
+         *     restarting. Nothing was changed unless the store had already committed, which a retry
+         *     tells (409 for a create already stored, 404 for a delete already done); the request may
+         *     be retried after the time in `Retry-After`.
          */
         ServiceUnavailable: {
             headers: {

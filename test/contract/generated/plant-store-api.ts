@@ -327,7 +327,7 @@ export class HttpClient<SecurityDataType = unknown> {
 
 /**
  * @title Plant Store
- * @version 1.2.1
+ * @version 1.2.2
  * @license MIT
  * @baseUrl /
  * @contact The plant store maintainers
