@@ -280,16 +280,19 @@ describe('a server whose WAL sync fails while a signal waits for a write in flig
     const { hostname, port } = new URL(server.baseUrl);
     const body = '{"id": 1, "name": "drained"}';
 
-    // A POST whose body has not all arrived is in flight: the drain after SIGTERM waits for it.
+    // A POST whose body has not arrived is in flight: the drain after SIGTERM waits for it. Its
+    // 100 Continue says the server has read and accepted its head.
     const socket = net.connect(Number(port), hostname);
     let received = '';
     socket.on('data', (chunk: Buffer) => (received += chunk.toString('latin1')));
     const closed = new Promise((resolve) => socket.once('close', resolve));
     socket.write(
       `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+        'Expect: 100-continue\r\n\r\n',
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await waitFor('the 100 Continue', () => received.startsWith('HTTP/1.1 100 Continue\r\n\r\n'));
+    received = '';
     server.process.kill('SIGTERM');
     await waitFor('the drain', () =>
       logLinesOf(server).some(
@@ -297,7 +300,7 @@ describe('a server whose WAL sync fails while a signal waits for a write in flig
       ),
     );
     fs.writeFileSync(failing, '');
-    socket.end(body.slice(5));
+    socket.end(body);
     await closed;
 
     expect(received).toMatch(/^HTTP\/1\.1 503 /);

@@ -119,7 +119,8 @@ describe('several processes over one SQLite file (WAL mode)', () => {
       (line) => line['message'] === 'worker exited; starting another',
     );
     expect(replaced).toMatchObject([{ level: 50, worker: first, signal: 'SIGKILL' }]);
-  }, 20_000);
+    // The 10.5 s of serving, besides the starts of the primary, two workers and a replacement.
+  }, 40_000);
 
   it('with WORKERS=2, starts the workers that a failing disk stops soon after they listen with a doubling delay, and serves again once the disk is back', async () => {
     const sqlitePath = tempSqlitePath();
