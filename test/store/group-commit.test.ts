@@ -244,18 +244,24 @@ describe('the WAL sync of synchronous=FULL', () => {
   });
 
   it('commits and syncs what queued up during a sync before closing, even when that commit fails', async () => {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    spy.mockImplementationOnce(((fd, callback) => {
+      void held.then(() => realFdatasync(fd, callback));
+    }) as typeof fs.fdatasync);
     const first = store.createPlant({ id: 1n, name: 'first' });
     await new Promise((resolve) => setImmediate(resolve));
     const queued = store.createPlant({ id: 2n, name: 'queued' }).catch((error: unknown) => error);
     observer.exec('BEGIN IMMEDIATE');
 
     const closed = store.close();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The queued commit starts once the first sync ends, and finds the lock held past busy_timeout.
+    release();
+    expect(await queued).toBeInstanceOf(StoreUnavailableError);
     observer.exec('ROLLBACK');
     await closed;
 
     expect(await first).toEqual({ name: 'first' });
-    expect(await queued).toBeInstanceOf(StoreUnavailableError);
   });
 
   it('does not sync by itself under synchronous=NORMAL', async () => {
