@@ -1,9 +1,24 @@
 import { StoreUnavailableError, type NewToken, type PlantStore } from '../../src/store/plant-store';
 
-/** An empty store, and the function that closes it and removes everything it created. */
+/** A plant as its row stores it. */
+export interface StoredPlant {
+  readonly id: bigint;
+  readonly name: string;
+  readonly tag: string | null;
+}
+
+/**
+ * An empty store; its rows of plants as a connection of its own reads them, by id; and the function
+ * that closes it and removes everything it created.
+ */
 export interface PlantStoreFixture {
   readonly store: PlantStore;
+  readonly readPlants: () => Promise<StoredPlant[]>;
   readonly cleanup: () => Promise<void>;
+}
+
+function byId(a: StoredPlant, b: StoredPlant): number {
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0;
 }
 
 const INT64_MAX = 9223372036854775807n;
@@ -36,9 +51,11 @@ export function describePlantStoreContract(
     let fixture: PlantStoreFixture | undefined;
     let store: PlantStore;
 
+    let readPlants: () => Promise<StoredPlant[]>;
+
     beforeEach(async () => {
       fixture = await makeStore();
-      store = fixture.store;
+      ({ store, readPlants } = fixture);
     });
 
     afterEach(async () => {
@@ -67,7 +84,9 @@ export function describePlantStoreContract(
         expect(
           await store.createPlant({ id: 1n, name: 'Monstera', tag: 'tropical' }),
         ).toBeUndefined();
+        expect(await readPlants()).toStrictEqual([{ id: 1n, name: 'Monstera', tag: 'tropical' }]);
         expect(await store.deletePlant(1n)).toBe(true);
+        expect(await readPlants()).toStrictEqual([]);
         expect(await store.deletePlant(1n)).toBe(false);
       });
 
@@ -331,7 +350,14 @@ export function describePlantStoreContract(
           ...plants.map(({ name, tag }) => (tag === undefined ? { name } : { name, tag })),
           undefined,
         ]);
-        // Each stored exactly: a second create of the same plant finds it, a delete removes it.
+        // Each stored exactly, as another connection reads it back; a second create of the same
+        // plant finds it, a delete removes it.
+        expect(await readPlants()).toStrictEqual(
+          [
+            { id: 5n, name: 'already there', tag: null },
+            ...plants.map(({ id, name, tag }) => ({ id, name, tag: tag ?? null })),
+          ].sort(byId),
+        );
         expect(await Promise.all(plants.map((plant) => store.createPlant(plant)))).toEqual(
           plants.map(() => undefined),
         );

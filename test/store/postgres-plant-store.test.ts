@@ -15,6 +15,18 @@ describeWithPostgres('PostgreSQL store', () => {
     const store = await openPostgresPlantStore(schema.options);
     return {
       store,
+      async readPlants() {
+        const client = new pg.Client({ connectionString: schema.url });
+        await client.connect();
+        try {
+          const { rows } = await client.query<{ id: string; name: string; tag: string | null }>(
+            'SELECT id::text AS id, name, tag FROM plants ORDER BY plants.id',
+          );
+          return rows.map((row) => ({ ...row, id: BigInt(row.id) }));
+        } finally {
+          await client.end();
+        }
+      },
       async cleanup() {
         await store.close();
         await schema.drop();

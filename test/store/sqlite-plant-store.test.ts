@@ -8,7 +8,7 @@ import {
   openSqlitePlantStore,
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
-import { describePlantStoreContract } from './plant-store.contract';
+import { describePlantStoreContract, type StoredPlant } from './plant-store.contract';
 import { descriptorsOf } from '../support/descriptors';
 
 function makeTempDir(): string {
@@ -17,13 +17,21 @@ function makeTempDir(): string {
 
 describePlantStoreContract('SQLite file', async () => {
   const dir = makeTempDir();
-  const store = openSqlitePlantStore({
-    path: path.join(dir, 'plants.sqlite'),
-    synchronous: 'FULL',
-    busyTimeoutMs: 1000,
-  });
+  const file = path.join(dir, 'plants.sqlite');
+  const store = openSqlitePlantStore({ path: file, synchronous: 'FULL', busyTimeoutMs: 1000 });
   return {
     store,
+    async readPlants() {
+      const reader = new Database(file, { readonly: true, fileMustExist: true });
+      try {
+        return reader
+          .prepare('SELECT id, name, tag FROM plants ORDER BY id')
+          .safeIntegers(true)
+          .all() as StoredPlant[];
+      } finally {
+        reader.close();
+      }
+    },
     cleanup: async () => {
       await store.close();
       fs.rmSync(dir, { recursive: true, force: true });
