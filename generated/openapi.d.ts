@@ -82,8 +82,9 @@ export interface paths {
         /**
          * Readiness probe
          * @description Answers 200 when the store answers a trivial query, and 503 while it does not (for
-         *     example while PostgreSQL is unreachable). A load balancer sends traffic only to
-         *     instances that answer 200 here.
+         *     example while PostgreSQL is unreachable), after this instance's store stopped writing
+         *     safely, and from the moment a shutdown begins (`The service is shutting down.`). A load
+         *     balancer sends traffic only to instances that answer 200 here.
          */
         get: operations["getReadiness"];
         put?: never;
@@ -238,9 +239,10 @@ export interface components {
     };
     responses: {
         /**
-         * @description The body, a parameter or the query string is invalid, or the `Authorization` header is
-         *     malformed (`Bearer` with no token or with more than one, or two `Authorization` lines;
-         *     RFC 6750 section 3.1, answered with
+         * @description The request line, `Host`, the body (JSON that does not parse, or bytes that are not UTF-8),
+         *     a parameter or the query string is invalid, or the `Authorization` header is malformed
+         *     (`Bearer` with no token or with more than one, or two `Authorization` lines; RFC 6750
+         *     section 3.1, answered with
          *     `WWW-Authenticate: Bearer realm="plants", error="invalid_request"`). Nothing was changed.
          */
         BadRequest: {
@@ -327,8 +329,9 @@ export interface components {
             };
         };
         /**
-         * @description The body is not `application/json` in UTF-8, or is sent with a content encoding, or with a
-         *     transfer coding other than `chunked`.
+         * @description The body is not declared as `application/json` in UTF-8 (another media type or charset),
+         *     or is sent with a content encoding, or with a transfer coding other than `chunked`. A body
+         *     so declared whose bytes are not UTF-8 is a 400.
          */
         UnsupportedMediaType: {
             headers: {

@@ -339,11 +339,13 @@ export class HttpClient<SecurityDataType = unknown> {
  * - Every request to `/plants` needs `Authorization: Bearer <token>`. Tokens are given out
  *   by the operators of the service (see the project README). A token in the query string
  *   or in the body is never accepted (RFC 6750 section 5.3).
- * - Checks run in a fixed order, so each request gets one predictable answer: the route
- *   (404, 405), then authentication (429 after repeated failures, 401), then the media type
- *   (415), the body size (413), then the body and parameters (400), and last the stored state
- *   (404, 409). Requests whose headers are too large (431) or too slow (408) are refused
- *   before all of that.
+ * - Checks run in a fixed order, so each request gets one predictable answer: the request
+ *   line and `Host` (400: another HTTP version than 1.x, HTTP/1.1 without `Host`, a
+ *   `#fragment`), the route (404, 405), then authentication (429 after repeated failures, 400
+ *   for a malformed `Authorization` header, 401), then the media type (415), the body size
+ *   (413), then the body and parameters (400), and last the stored state (404, 409). Requests
+ *   whose headers are too large (431) or too slow (408), or that cannot be parsed as HTTP/1.1
+ *   (400), are refused before all of that.
  * - Every response carries `X-Request-Id`: the caller's own, when it is 1 to 128 characters
  *   of `A-Z a-z 0-9 . _ : -`, or a new UUID. Quote it when reporting a problem.
  * - Every error answers with `Content-Type: application/json` and the `Error` body, whose
@@ -414,7 +416,7 @@ export class Api<
   };
   readyz = {
     /**
-     * @description Answers 200 when the store answers a trivial query, and 503 while it does not (for example while PostgreSQL is unreachable). A load balancer sends traffic only to instances that answer 200 here.
+     * @description Answers 200 when the store answers a trivial query, and 503 while it does not (for example while PostgreSQL is unreachable), after this instance's store stopped writing safely, and from the moment a shutdown begins (`The service is shutting down.`). A load balancer sends traffic only to instances that answer 200 here.
      *
      * @tags service
      * @name GetReadiness
