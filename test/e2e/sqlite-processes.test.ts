@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import { logLinesOf, type LogLine } from '../support/log-lines';
+import { logLinesOf, waitFor, type LogLine } from '../support/log-lines';
 import {
   callApi,
   cleanupChildren,
@@ -87,21 +87,25 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     socket.on('data', (chunk: Buffer) => received.push(chunk));
     const closed = new Promise((resolve) => socket.once('close', resolve));
     await new Promise((resolve) => socket.once('connect', resolve));
+    // Its 100 Continue says a worker has read and accepted its head: the request is in flight.
     socket.write(
       `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
-        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`,
+        `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n` +
+        'Expect: 100-continue\r\n\r\n',
     );
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    const continued = 'HTTP/1.1 100 Continue\r\n\r\n';
+    await waitFor('the 100 Continue', () => Buffer.concat(received).toString() === continued);
 
     // As a supervisor signalling the group does: every worker, then the primary, which signals its
     // workers again.
     for (const pid of workerPids) process.kill(pid, 'SIGTERM');
     const stopped = server.stop('SIGTERM');
     await new Promise((resolve) => setTimeout(resolve, 200));
-    socket.write(body.slice(5));
+    socket.write(body);
     await closed;
 
-    expect(Buffer.concat(received).toString()).toMatch(/^HTTP\/1\.1 200 /);
+    const answer = Buffer.concat(received).toString().slice(continued.length);
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(await stopped).toBe(0);
   });
 
