@@ -1,5 +1,4 @@
 import { spawn } from 'node:child_process';
-import net from 'node:net';
 import path from 'node:path';
 import { PROJECT_ROOT } from '../../support/server-process';
 import { SPEC_PATH } from './spec';
@@ -20,17 +19,8 @@ export interface RunningPrism {
   stop(): Promise<void>;
 }
 
-/** A free loopback port, found by binding port 0 and closing again. */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as net.AddressInfo;
-      probe.close(() => resolve(port));
-    });
-  });
-}
+/** Prism's line once it listens; with `--port 0`, the address holds the port it was given. */
+const LISTENING = /Prism is listening on (http:\/\/127\.0\.0\.1:\d+)/;
 
 /**
  * Starts `prism proxy openapi.yaml <upstream> --errors` on loopback. With `validateRequests`, Prism
@@ -41,13 +31,13 @@ export async function startPrism(
   upstream: string,
   { validateRequests }: { validateRequests: boolean },
 ): Promise<RunningPrism> {
-  const port = await freePort();
   const args = [PRISM_JS, 'proxy', SPEC_PATH, upstream, '--errors', '--cors=false'];
   args.push(
     '--host',
     '127.0.0.1',
+    // Port 0: the system picks a free port as Prism binds it, so no other process can take it first.
     '--port',
-    String(port),
+    '0',
     `--validate-request=${validateRequests}`,
   );
   const child = spawn(process.execPath, args, {
@@ -63,16 +53,17 @@ export async function startPrism(
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   };
-  const listening = new Promise<void>((resolve, reject) => {
+  const listening = new Promise<string>((resolve, reject) => {
     const timer = setTimeout(
       () => reject(new Error('Prism did not listen in time')),
       START_TIMEOUT_MS,
     );
     const collect = (chunk: Buffer) => {
       output += chunk.toString('utf8');
-      if (output.includes('Prism is listening on')) {
+      const address = LISTENING.exec(output);
+      if (address !== null) {
         clearTimeout(timer);
-        resolve();
+        resolve(address[1]!);
       }
     };
     child.stdout.on('data', collect);
@@ -82,11 +73,12 @@ export async function startPrism(
       reject(new Error('Prism exited before listening'));
     });
   });
+  let baseUrl: string;
   try {
-    await listening;
+    baseUrl = await listening;
   } catch (error) {
     await stop();
     throw new Error(`${(error as Error).message}. Its output:\n${output}`);
   }
-  return { baseUrl: `http://127.0.0.1:${port}`, output: () => output, stop };
+  return { baseUrl, output: () => output, stop };
 }
