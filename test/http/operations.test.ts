@@ -1,17 +1,24 @@
 import { EventEmitter, once } from 'node:events';
+import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import express from 'express';
 import request from 'supertest';
+import { parseConfig } from '../../src/config';
 import type { RateLimits } from '../../src/http/protections';
-import {
-  createRequestLog,
-  flushRequestLines,
-  markAnsweredByServer,
-} from '../../src/http/request-log';
+import { createRequestLog, flushRequestLines } from '../../src/http/request-log';
 import { createLogger } from '../../src/logger';
 import { createMetrics } from '../../src/metrics';
+import { createHttpServer } from '../../src/server';
+import { connect, type Target } from '../reliability/support/http';
 import { responsesIn } from '../reliability/support/raw';
-import { buildTestApp, expectError, TEST_STORE, type TestApp } from '../support/test-app';
+import { waitFor } from '../support/log-lines';
+import {
+  buildTestApp,
+  expectError,
+  TEST_STORE,
+  type LogLine,
+  type TestApp,
+} from '../support/test-app';
 
 let t: TestApp;
 afterEach(async () => {
@@ -166,63 +173,6 @@ describe('request logs', () => {
     expect(writes[1]).toContain('"path":"/plants/4"');
   });
 
-  describe('the line of a request whose connection ended before its answer was written whole', () => {
-    /** A request through the request log, its response in the state given; the lines it wrote. */
-    function ended(
-      state: { headersSent: boolean; statusCode: number; queued?: boolean; byServer?: boolean },
-      close: 'response' | 'request',
-    ): Record<string, unknown>[] {
-      const writes: string[] = [];
-      const log = createRequestLog(
-        createLogger({ level: 'info', destination: { write: (chunk) => writes.push(chunk) } }),
-      );
-      const req = Object.assign(new EventEmitter(), {
-        method: 'GET',
-        url: '/readyz',
-        headers: {},
-      });
-      const res = Object.assign(new EventEmitter(), {
-        statusCode: state.statusCode,
-        headersSent: state.headersSent,
-        writableFinished: false,
-        socket: state.queued === true ? null : {},
-        locals: {} as Record<string, unknown>,
-        setHeader: () => undefined,
-      });
-      log(req as never, res as never, () => undefined);
-      if (state.byServer === true) markAnsweredByServer(res as never);
-      (close === 'response' ? res : req).emit('close');
-      flushRequestLines();
-      return writes.flatMap((chunk) =>
-        chunk
-          .trimEnd()
-          .split('\n')
-          .map((line) => JSON.parse(line) as Record<string, unknown>),
-      );
-    }
-
-    it('is 499 and aborted when no answer had begun', () => {
-      const lines = ended({ headersSent: false, statusCode: 200 }, 'response');
-      expect(lines).toMatchObject([{ res: { status: 499 }, aborted: true }]);
-    });
-
-    it('keeps the status of an answer that had begun, and is aborted', () => {
-      const lines = ended({ headersSent: true, statusCode: 200 }, 'response');
-      expect(lines).toMatchObject([{ res: { status: 200 }, aborted: true }]);
-    });
-
-    it('is written for a pipelined request queued behind another, whose request alone closes', () => {
-      const lines = ended({ headersSent: false, statusCode: 200, queued: true }, 'request');
-      expect(lines).toMatchObject([{ req: { path: '/readyz' }, res: { status: 499 } }]);
-    });
-
-    it('is not written for a request the server answered itself, which wrote its own line', () => {
-      expect(ended({ headersSent: false, statusCode: 200, byServer: true }, 'response')).toEqual(
-        [],
-      );
-    });
-  });
-
   it('never logs a token, the Authorization header, the query string or a body', async () => {
     await create(1);
     await request(t.app)
@@ -244,6 +194,197 @@ describe('request logs', () => {
     ]) {
       expect(text).not.toContain(secret);
     }
+  });
+});
+
+/** A readiness probe whose store check waits until released: a request held in the app. */
+function heldReadiness() {
+  let checks = 0;
+  const held: (() => void)[] = [];
+  return {
+    readiness: {
+      checkStore: async () => {
+        checks += 1;
+        await new Promise<void>((resolve) => held.push(resolve));
+      },
+      isShuttingDown: () => false,
+    },
+    /** How many store checks have begun (probes in flight together share one). */
+    checks: () => checks,
+    release: () => held.splice(0).forEach((resolve) => resolve()),
+  };
+}
+
+/** An HTTP server listening on a free port, with the responses it has handed to its listeners. */
+interface Served {
+  readonly target: Target;
+  readonly responses: http.ServerResponse[];
+  /** The lines the server logged itself, apart from the app's (`t.logs`). */
+  readonly serverLines: LogLine[];
+  close(): Promise<void>;
+}
+
+/**
+ * `app` served on a free port by the service's own server (main.ts's createHttpServer), or by
+ * node:http alone (as Express's app.listen and supertest serve it).
+ */
+async function serve(app: TestApp['app'], by: 'createHttpServer' | 'node:http'): Promise<Served> {
+  const serverLines: LogLine[] = [];
+  const logger = createLogger({
+    level: 'info',
+    destination: {
+      write(chunk: string) {
+        for (const line of chunk.split('\n')) {
+          if (line !== '') serverLines.push(JSON.parse(line) as LogLine);
+        }
+      },
+    },
+  });
+  const server =
+    by === 'createHttpServer'
+      ? createHttpServer(app, parseConfig({}).http, logger)
+      : http.createServer(app);
+  const responses: http.ServerResponse[] = [];
+  server.on('request', (_req, res: http.ServerResponse) => responses.push(res));
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    target: { host: '127.0.0.1', port: (server.address() as AddressInfo).port },
+    responses,
+    serverLines,
+    async close() {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
+}
+
+/** The request lines the app logged for `reqId`. */
+function requestLinesOf(reqId: string): LogLine[] {
+  return t.logs.filter((line) => line.message === 'request' && line['reqId'] === reqId);
+}
+
+const get = (path: string, reqId: string) =>
+  `GET ${path} HTTP/1.1\r\nHost: x\r\nX-Request-Id: ${reqId}\r\n\r\n`;
+
+describe('the request line of a request whose connection ended before its answer was written whole', () => {
+  let probe: ReturnType<typeof heldReadiness>;
+  let served: Served | undefined;
+  beforeEach(() => {
+    probe = heldReadiness();
+  });
+  afterEach(async () => {
+    probe.release();
+    await served?.close();
+    served = undefined;
+  });
+
+  it('is 499 and aborted when the client closed the connection before any answer began', async () => {
+    t = await buildTestApp({ readiness: probe.readiness });
+    served = await serve(t.app, 'createHttpServer');
+    const client = await connect(served.target);
+    client.write(get('/readyz', 'gone-early'));
+    await waitFor('the probe at the store check', () => probe.checks() === 1);
+
+    client.destroy();
+
+    await waitFor('its request line', () => requestLinesOf('gone-early').length > 0);
+    expect(requestLinesOf('gone-early')).toEqual([
+      expect.objectContaining({
+        operationId: 'getReadiness',
+        req: { method: 'GET', path: '/readyz' },
+        res: { status: 499 },
+        aborted: true,
+      }),
+    ]);
+  });
+
+  it('is not written for a request the server answered itself, which wrote its own line', async () => {
+    t = await buildTestApp();
+    served = await serve(t.app, 'createHttpServer');
+    const client = await connect(served.target);
+    const received: Buffer[] = [];
+    client.on('data', (chunk: Buffer) => received.push(chunk));
+    // Its headers reach the app; its chunked body breaks off, and node:http cannot read on.
+    client.write(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t.token}\r\n` +
+        'Content-Type: application/json\r\nX-Request-Id: broken-body\r\n' +
+        'Transfer-Encoding: chunked\r\n\r\nzz\r\n',
+    );
+    await once(client, 'close');
+    // The request log listened to the response first: once it has closed, the log has had its say.
+    const [response] = served.responses;
+    if (response?.closed === false) await once(response, 'close');
+
+    expect(responsesIn(Buffer.concat(received)).map((answer) => answer.status)).toEqual([400]);
+    expect(served.serverLines).toEqual([
+      expect.objectContaining({
+        reqId: 'broken-body',
+        req: { method: 'POST', path: '/plants' },
+        res: { status: 400 },
+        cause: 'HPE_INVALID_CHUNK_SIZE',
+      }),
+    ]);
+    expect(requestLinesOf('broken-body')).toEqual([]);
+  });
+
+  // createHttpServer starts a pipelined request only once the answer before it is written
+  // (runInTurn), and its response then has the connection. node:http alone runs them side by side:
+  // the response to the second waits for the connection, which it never gets here.
+  describe('of requests pipelined on a connection that node:http alone serves', () => {
+    beforeEach(async () => {
+      t = await buildTestApp({ readiness: probe.readiness });
+      served = await serve(t.app, 'node:http');
+    });
+
+    it('keeps the status of an answer the app gave while it waited for the connection, and is aborted', async () => {
+      const { target, responses } = served!;
+      const client = await connect(target);
+      client.write(get('/readyz', 'held') + get('/healthz', 'answered-behind'));
+      await waitFor(
+        'the probe held, and the health check answered behind it',
+        () => probe.checks() === 1 && responses[1]?.writableEnded === true,
+      );
+
+      client.destroy();
+
+      await waitFor('its request line', () => requestLinesOf('answered-behind').length > 0);
+      expect(requestLinesOf('answered-behind')).toEqual([
+        expect.objectContaining({
+          operationId: 'getHealth',
+          req: { method: 'GET', path: '/healthz' },
+          res: { status: 200 },
+          aborted: true,
+        }),
+      ]);
+    });
+
+    it('is written for a request queued behind another, 499 when no answer had begun', async () => {
+      const { target, responses } = served!;
+      const client = await connect(target);
+      client.write(get('/readyz', 'first') + get('/readyz', 'queued'));
+      await waitFor(
+        'both probes in the app, the first at the store check',
+        () => responses.length === 2 && probe.checks() === 1,
+      );
+
+      client.destroy();
+
+      for (const reqId of ['first', 'queued']) {
+        await waitFor(`the request line of ${reqId}`, () => requestLinesOf(reqId).length > 0);
+        expect(requestLinesOf(reqId)).toEqual([
+          expect.objectContaining({
+            req: { method: 'GET', path: '/readyz' },
+            res: { status: 499 },
+            aborted: true,
+          }),
+        ]);
+      }
+      // Answered once the check is released, to a connection that is gone: no second line.
+      probe.release();
+      await waitFor('both answers given', () => responses.every((res) => res.writableEnded));
+      expect([...requestLinesOf('first'), ...requestLinesOf('queued')]).toHaveLength(2);
+    });
   });
 });
 
