@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import Database from 'better-sqlite3';
-import { logLinesOf, waitFor } from '../support/log-lines';
+import { logLinesOf, waitFor, type LogLine } from '../support/log-lines';
 import {
   cleanupChildren,
   createToken,
@@ -9,6 +9,7 @@ import {
   startServer,
   tempSqlitePath,
   type ChildEnv,
+  type RunningServer,
 } from '../support/server-process';
 
 interface Answer {
@@ -39,6 +40,38 @@ function countStatuses(answers: readonly Answer[]): Record<number, number> {
   const counts: Record<number, number> = {};
   for (const { status } of answers) counts[status] = (counts[status] ?? 0) + 1;
   return counts;
+}
+
+/**
+ * A server (FULL) over a new SQLite file whose fdatasyncs fail while the file `failing` exists,
+ * or only those of files whose path ends with `ofFilesEndingWith`; a token for it, and its exit
+ * code to come. With `failingFromStart`, the disk fails from the start.
+ */
+async function startOnFailingDisk(options: {
+  shutdownTimeoutMs: number;
+  ofFilesEndingWith?: string;
+  failingFromStart?: boolean;
+}) {
+  const sqlitePath = tempSqlitePath();
+  const failing = `${sqlitePath}.disk-fails`;
+  const token = await createToken(sqlitePath, 'e2e');
+  if (options.failingFromStart === true) fs.writeFileSync(failing, '');
+  const server = await startServer({
+    sqlitePath,
+    env: {
+      ...failingDiskEnv(failing, options.ofFilesEndingWith),
+      SHUTDOWN_TIMEOUT_MS: String(options.shutdownTimeoutMs),
+    },
+  });
+  const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+  return { sqlitePath, failing, token, server, exited };
+}
+
+/** The lines in which the server says its store can no longer write safely. */
+function storeStops(server: RunningServer): LogLine[] {
+  return logLinesOf(server).filter(
+    (line) => line['message'] === 'the store can no longer write safely: stopping',
+  );
 }
 
 afterEach(cleanupChildren);
@@ -153,14 +186,9 @@ describe('concurrent requests for one id', () => {
 
 describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () => {
   it('answers that write 503, stops with exit code 1, and a restart writes again', async () => {
-    const sqlitePath = tempSqlitePath();
-    const failing = `${sqlitePath}.disk-fails`;
-    const token = await createToken(sqlitePath, 'e2e');
-    const server = await startServer({
-      sqlitePath,
-      env: { ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '2000' },
+    const { sqlitePath, failing, token, server, exited } = await startOnFailingDisk({
+      shutdownTimeoutMs: 2000,
     });
-    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
     expect(await postRaw(server.baseUrl, token, '{"id": 1, "name": "before"}')).toStrictEqual({
       status: 200,
       body: { name: 'before' },
@@ -176,9 +204,7 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
     );
 
     expect(await exited).toBe(1);
-    const fatal = logLinesOf(server).filter(
-      (line) => line['message'] === 'the store can no longer write safely: stopping',
-    );
+    const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
     expect(fatal[0]).toMatchObject({ level: 60, err: { message: expect.any(String) } });
     expect(JSON.stringify(fatal[0])).toContain('EIO');
@@ -198,16 +224,12 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
 
 describe('a server whose sync of the database file fails in a WAL checkpoint (FULL)', () => {
   it('stops writing before the WAL can restart, exits 1, and the file holds every write answered 200', async () => {
-    const sqlitePath = tempSqlitePath();
-    const failing = `${sqlitePath}.disk-fails`;
-    const token = await createToken(sqlitePath, 'e2e');
-    fs.writeFileSync(failing, '');
     // Only the database file's syncs fail: the WAL's, each commit's, succeed.
-    const server = await startServer({
-      sqlitePath,
-      env: { ...failingDiskEnv(failing, '.sqlite'), SHUTDOWN_TIMEOUT_MS: '2000' },
+    const { sqlitePath, failing, token, server, exited } = await startOnFailingDisk({
+      shutdownTimeoutMs: 2000,
+      ofFilesEndingWith: '.sqlite',
+      failingFromStart: true,
     });
-    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
 
     // The checkpoint thread's first pass starts after 16,000 writes; until the store stops, 32
     // clients create plants with ids 1, 2, 3, … (at most 40,000 of them).
@@ -237,9 +259,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
     expect(answered.length + refused.length).toBe(statuses.size);
 
     expect(await exited).toBe(1);
-    const fatal = logLinesOf(server).filter(
-      (line) => line['message'] === 'the store can no longer write safely: stopping',
-    );
+    const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
     expect(JSON.stringify(fatal[0])).toContain('EIO');
 
@@ -269,14 +289,9 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
 
 describe('a server whose WAL sync fails while a signal waits for a write in flight', () => {
   it('answers that write 503 and exits with code 1, not 0', async () => {
-    const sqlitePath = tempSqlitePath();
-    const failing = `${sqlitePath}.disk-fails`;
-    const token = await createToken(sqlitePath, 'e2e');
-    const server = await startServer({
-      sqlitePath,
-      env: { ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '5000' },
+    const { failing, token, server, exited } = await startOnFailingDisk({
+      shutdownTimeoutMs: 5000,
     });
-    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
     const { hostname, port } = new URL(server.baseUrl);
     const body = '{"id": 1, "name": "drained"}';
 
@@ -305,10 +320,6 @@ describe('a server whose WAL sync fails while a signal waits for a write in flig
 
     expect(received).toMatch(/^HTTP\/1\.1 503 /);
     expect(await exited).toBe(1);
-    expect(
-      logLinesOf(server).filter(
-        (line) => line['message'] === 'the store can no longer write safely: stopping',
-      ),
-    ).toHaveLength(1);
+    expect(storeStops(server)).toHaveLength(1);
   });
 });

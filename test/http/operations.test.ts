@@ -11,7 +11,7 @@ import { createMetrics } from '../../src/metrics';
 import { createHttpServer } from '../../src/server';
 import { connect, type Target } from '../reliability/support/http';
 import { responsesIn } from '../reliability/support/raw';
-import { waitFor } from '../support/log-lines';
+import { capturingLogger, waitFor } from '../support/log-lines';
 import {
   buildTestApp,
   expectError,
@@ -230,16 +230,7 @@ interface Served {
  */
 async function serve(app: TestApp['app'], by: 'createHttpServer' | 'node:http'): Promise<Served> {
   const serverLines: LogLine[] = [];
-  const logger = createLogger({
-    level: 'info',
-    destination: {
-      write(chunk: string) {
-        for (const line of chunk.split('\n')) {
-          if (line !== '') serverLines.push(JSON.parse(line) as LogLine);
-        }
-      },
-    },
-  });
+  const logger = capturingLogger<LogLine>((entry) => serverLines.push(entry));
   const server =
     by === 'createHttpServer'
       ? createHttpServer(app, parseConfig({}).http, logger)

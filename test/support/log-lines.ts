@@ -1,3 +1,4 @@
+import { createLogger, type Logger } from '../../src/logger';
 import type { RunningServer } from './server-process';
 
 /** One JSON line of the server's log. */
@@ -14,6 +15,23 @@ export function logLinesOf(server: Pick<RunningServer, 'stdout'>): LogLine[] {
     .split('\n')
     .filter((line) => line.startsWith('{'))
     .map((line) => JSON.parse(line) as LogLine);
+}
+
+/**
+ * A logger of the service's kind whose every line goes, parsed, to `onLine` (with its text). A
+ * write may hold several lines: request lines of one event-loop turn go together.
+ */
+export function capturingLogger<T = LogLine>(onLine: (entry: T, text: string) => void): Logger {
+  return createLogger({
+    level: 'info',
+    destination: {
+      write(chunk: string) {
+        for (const line of chunk.split('\n')) {
+          if (line !== '') onLine(JSON.parse(line) as T, line);
+        }
+      },
+    },
+  });
 }
 
 /** The lines of the server's log so far that carry `reqId`. */

@@ -8,7 +8,6 @@ import type { Response } from 'supertest';
 import { createApp, type AppDeps } from '../../src/app';
 import { loadOpenApiDocument, type OpenApiDocument } from '../../src/http/openapi-document';
 import { flushRequestLines } from '../../src/http/request-log';
-import { createLogger } from '../../src/logger';
 
 /** One JSON log line. */
 export type LogLine = { level: number; message: string } & Record<string, unknown>;
@@ -17,6 +16,7 @@ import { createTokensService, type TokensService } from '../../src/service/token
 import type { PlantStore } from '../../src/store/plant-store';
 import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
+import { capturingLogger } from './log-lines';
 import { createTestSchema } from './postgres';
 
 export const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
@@ -108,19 +108,9 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
   const { secret } = await tokens.issue('test');
   const errors: string[] = [];
   const logs: LogLine[] = [];
-  const logger = createLogger({
-    level: 'info',
-    destination: {
-      // A write may hold several lines (request lines of one event-loop turn go together).
-      write(chunk: string) {
-        for (const line of chunk.split('\n')) {
-          if (line === '') continue;
-          const entry = JSON.parse(line) as LogLine;
-          logs.push(entry);
-          if (entry.level >= 50) errors.push(line);
-        }
-      },
-    },
+  const logger = capturingLogger<LogLine>((entry, line) => {
+    logs.push(entry);
+    if (entry.level >= 50) errors.push(line);
   });
   let shuttingDown = false;
   const app = createApp({

@@ -1,13 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import {
-  StoreUnavailableError,
-  type NewToken,
-  type Plant,
-  type PlantStore,
-  type TokenRecord,
-} from '../plant-store';
+import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
 import { createGroupCommit, type SyncAfterCommit } from './group-commit';
 import { sqliteMigrations } from './migrations';
@@ -265,16 +259,7 @@ export function createSqlitePlantStore(
       },
       tokenChanges: {
         version() {
-          let current: number;
-          try {
-            current = dataVersion.get() as number;
-          } catch (error) {
-            // A request still being verified when a shutdown's deadline closed the store, or a
-            // lock held past busy_timeout: unavailable (503), as the store's methods answer then.
-            throw !db.open || isUnavailable(error)
-              ? new StoreUnavailableError({ cause: error })
-              : error;
-          }
+          const current = dataVersion.get() as number;
           if (current !== seenDataVersion) {
             seenDataVersion = current;
             tokenEpoch++;
