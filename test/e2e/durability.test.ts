@@ -74,6 +74,42 @@ function storeStops(server: RunningServer): LogLine[] {
   );
 }
 
+/**
+ * 32 clients create plants with ids 1, 2, 3, … up to `lastId`, until one is refused or cut off:
+ * each id's status, and the ids cut off unanswered.
+ */
+async function createInOrder(server: RunningServer, token: string, lastId: number) {
+  const statuses = new Map<number, number>();
+  const unanswered: number[] = [];
+  let nextId = 1;
+  let stopped = false;
+  const client = async () => {
+    while (!stopped && nextId <= lastId) {
+      const id = nextId++;
+      try {
+        const { status } = await postRaw(server.baseUrl, token, `{"id": ${id}, "name": "p"}`);
+        statuses.set(id, status);
+        if (status !== 200) stopped = true;
+      } catch {
+        unanswered.push(id);
+        stopped = true;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: 32 }, client));
+  const withStatus = (wanted: number) =>
+    [...statuses].filter(([, status]) => status === wanted).map(([id]) => id);
+  return { statuses, answered: withStatus(200), refused: withStatus(503), unanswered };
+}
+
+/** The ids of the plants a SQLite file holds, read as the restart will read it (through the WAL). */
+function storedIds(sqlitePath: string): Set<number> {
+  const db = new Database(sqlitePath);
+  const ids = (db.prepare('SELECT id FROM plants').pluck().all() as number[]).map(Number);
+  db.close();
+  return new Set(ids);
+}
+
 afterEach(cleanupChildren);
 
 describe('a plant created right before the process is killed', () => {
@@ -231,31 +267,13 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
       failingFromStart: true,
     });
 
-    // The checkpoint thread's first pass starts after 16,000 writes; until the store stops, 32
-    // clients create plants with ids 1, 2, 3, … (at most 40,000 of them).
-    const statuses = new Map<number, number>();
-    const unanswered: number[] = [];
-    let nextId = 1;
-    let stopped = false;
-    const client = async () => {
-      while (!stopped && nextId <= 40000) {
-        const id = nextId++;
-        try {
-          const { status } = await postRaw(server.baseUrl, token, `{"id": ${id}, "name": "p"}`);
-          statuses.set(id, status);
-          if (status !== 200) stopped = true;
-        } catch {
-          unanswered.push(id);
-          stopped = true;
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: 32 }, client));
-
-    const answered = [...statuses].filter(([, status]) => status === 200).map(([id]) => id);
-    const refused = [...statuses].filter(([, status]) => status === 503).map(([id]) => id);
+    // The checkpoint thread's first pass starts after 16,000 writes; the clients go on until the
+    // store stops (at most 40,000 plants).
+    const { statuses, answered, refused, unanswered } = await createInOrder(server, token, 40000);
     expect(answered.length).toBeGreaterThanOrEqual(16000);
-    expect(refused.length).toBeGreaterThan(0);
+    // The store stops as soon as the thread reports the failure, between commits or during one:
+    // the writes queued then are refused, and those sent after it cut off by the exit.
+    expect(refused.length + unanswered.length).toBeGreaterThan(0);
     expect(answered.length + refused.length).toBe(statuses.size);
 
     expect(await exited).toBe(1);
@@ -265,11 +283,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
 
     // The file, opened as the restart will open it (recovering from the WAL), holds every plant
     // answered 200 and none answered 503; a request cut off by the exit may be either.
-    const db = new Database(sqlitePath);
-    const stored = new Set(
-      (db.prepare('SELECT id FROM plants').pluck().all() as number[]).map(Number),
-    );
-    db.close();
+    const stored = storedIds(sqlitePath);
     expect(answered.filter((id) => !stored.has(id))).toEqual([]);
     expect(refused.filter((id) => stored.has(id))).toEqual([]);
     expect(stored.size).toBeLessThanOrEqual(answered.length + unanswered.length);
@@ -284,6 +298,29 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
       status: 200,
       body: { name: 'after' },
     });
+  }, 120_000);
+
+  it('stops as soon as the thread reports the failed sync, though no write follows it', async () => {
+    const { sqlitePath, token, server, exited } = await startOnFailingDisk({
+      shutdownTimeoutMs: 2000,
+      ofFilesEndingWith: '.sqlite',
+      failingFromStart: true,
+    });
+
+    // The first checkpoint's 16,000 writes, then no more: the commit of the last starts the
+    // thread's pass, which fails its sync while the store is idle.
+    const { answered } = await createInOrder(server, token, 16000);
+    expect(answered.length).toBe(16000);
+    const exitedOrRunning = await Promise.race([
+      exited,
+      new Promise<string>((resolve) => setTimeout(resolve, 20_000, 'still running after 20 s')),
+    ]);
+
+    expect(exitedOrRunning).toBe(1);
+    const fatal = storeStops(server);
+    expect(fatal).toHaveLength(1);
+    expect(JSON.stringify(fatal[0])).toContain('EIO');
+    expect(storedIds(sqlitePath).size).toBe(16000);
   }, 120_000);
 });
 

@@ -36,8 +36,8 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * resolves, and only a restart, which recovers from what is on disk, makes the store write again.
  *
  * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits;
- * a failed sync of the database file there stops the store the same way, since the WAL must not
- * restart over frames whose copies may not be on disk.
+ * a failed sync of the database file there stops the store the same way, as soon as it is
+ * reported, since the WAL must not restart over frames whose copies may not be on disk.
  */
 export function createGroupCommit(
   db: Database.Database,
@@ -55,11 +55,19 @@ export function createGroupCommit(
   const assertWriting = () => {
     if (failure !== undefined) throw failure;
   };
-  const stop = (cause: unknown): never => {
+  const halt = (cause: unknown): StoreUnavailableError => {
     failure = new StoreUnavailableError({ cause });
     reportStop(failure);
-    throw failure;
+    return failure;
   };
+  const stop = (cause: unknown): never => {
+    throw halt(cause);
+  };
+  // A failed sync of the database file stops the store as soon as the thread reports it, not at
+  // the next write: /readyz turns 503 and the process stops even when no write comes.
+  void checkpoints?.syncFailed.then((cause) => {
+    if (failure === undefined) halt(cause);
+  });
   // One commit at a time: a batch commits as soon as it is sent, and is answered, and the next
   // batch sent, only after its sync.
   const commits = createBatcher(

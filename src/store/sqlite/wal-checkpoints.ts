@@ -30,6 +30,11 @@ export interface WalCheckpoints {
    * the store must stop writing (see createWalCheckpoints).
    */
   beforeCommit(): Promise<void> | undefined;
+  /**
+   * Resolves with the error once the thread's sync of the database file has failed, at once,
+   * whether or not a write follows: the store stops then (see createWalCheckpoints).
+   */
+  readonly syncFailed: Promise<Error>;
   /** After a transaction of `writes` writes (and its sync): starts a background checkpoint when due. */
   afterCommit(writes: number): void;
   /** Waits for a background pass under way and stops the thread. */
@@ -197,9 +202,9 @@ class CheckpointThread {
  * checkpoint reaches the end), so the thread's sync is the only one those copies get. If it fails,
  * the kernel may have dropped the pages it could not write and will report the next sync as a
  * success, and a later checkpoint would let the WAL restart over frames whose copies are not on
- * disk, losing answered writes. So from then on beforeCommit throws, and the group commit stops
- * the store as it does when the WAL's own sync fails; a restart recovers from the WAL, which
- * still holds those frames.
+ * disk, losing answered writes. So `syncFailed` resolves at once, the group commit stops the store
+ * as it does when the WAL's own sync fails, and beforeCommit throws from then on; a restart
+ * recovers from the WAL, which still holds those frames.
  */
 export function createWalCheckpoints(
   db: Database.Database,
@@ -211,6 +216,8 @@ export function createWalCheckpoints(
   let databaseFile: ReturnType<typeof acquireDatabaseFile> | undefined;
   let failed = false;
   let syncFailure: Error | undefined;
+  let reportSyncFailure: (error: Error) => void = () => undefined;
+  const syncFailed = new Promise<Error>((resolve) => (reportSyncFailure = resolve));
   let writes = 0;
   let phase: 'idle' | 'background' | 'tail' = 'idle';
   let background: Promise<void> = Promise.resolve();
@@ -236,6 +243,7 @@ export function createWalCheckpoints(
         // for the next commit to report.
         if (reply.syncFailed === true) {
           syncFailure = new Error(reply.error);
+          reportSyncFailure(syncFailure);
           return;
         }
         return fallBack();
@@ -263,6 +271,7 @@ export function createWalCheckpoints(
   };
 
   return {
+    syncFailed,
     beforeCommit() {
       if (syncFailure !== undefined) throw syncFailure;
       if (failed || (phase !== 'tail' && writes < HARD_LIMIT_FACTOR * everyWrites)) return;
