@@ -1,9 +1,19 @@
+import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { cleanupChildren } from '../support/server-process';
+import { cleanupChildren, PROJECT_ROOT } from '../support/server-process';
+import { readThrottled } from '../support/throttled-read';
 import { responseProblems } from './support/contract';
-import { connect, createPlant, deletePlant, sleep, type Target } from './support/http';
-import { parseResponse, responsesIn, type ParsedResponse } from './support/raw';
+import {
+  connect,
+  createPlant,
+  deletePlant,
+  nonReadingClient,
+  sleep,
+  type Target,
+} from './support/http';
+import { parseResponse, responsesIn, wholeResponsesIn, type ParsedResponse } from './support/raw';
 import { restartService, startService, type Service } from './support/service';
 
 /**
@@ -257,6 +267,102 @@ describe('graceful shutdown on SIGTERM', () => {
     expect(responsesIn(Buffer.concat(received)).map((answer) => answer.status)).toEqual([404]);
     expect(code).toBe(0);
     // Held to its deadline before, as a request still in progress.
+    expect(exitMs).toBeLessThan(SHUTDOWN_TIMEOUT_MS / 2);
+  }, 30_000);
+
+  it('writes whole the answers in flight to a slow reader before it closes the connection', async () => {
+    const service = await startService();
+    const asset = fs.readFileSync(
+      path.join(PROJECT_ROOT, 'node_modules', 'swagger-ui-dist', 'swagger-ui-bundle.js'),
+    );
+    // Eight pipelined requests for the 1.7 MB asset: 14 MB of answers, far more than the kernel
+    // buffers of a connection hold (some 4 MB here), so that at the signal an answer that has
+    // ended is still in the process, waiting for the reader.
+    const requests = 8;
+    const client = await nonReadingClient(
+      service.target,
+      'GET /docs/assets/swagger-ui-bundle.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(requests),
+    );
+    const chunks: Buffer[] = [];
+    let answering: () => void = () => undefined;
+    const answered = new Promise<void>((resolve) => (answering = resolve));
+    // About 4 MB a second.
+    const stop = readThrottled(client.socket, 200_000, 50, (chunk) => {
+      chunks.push(chunk);
+      answering();
+    });
+    let closedMs: number;
+    let code: number | null;
+    try {
+      // Once the server writes answers, it has read every request: they came in one packet.
+      await answered;
+      const signalled = performance.now();
+      const exited = service.server.stop('SIGTERM');
+      await client.closed;
+      closedMs = performance.now() - signalled;
+      code = await exited;
+    } finally {
+      stop();
+    }
+
+    const received = Buffer.concat(chunks);
+    const answers = wholeResponsesIn(received);
+    const cut = answers.length === 0 ? received : answers[answers.length - 1]!.rest;
+    console.log(
+      `slow reader at SIGTERM: ${answers.length} of ${requests} answers whole, ` +
+        `${cut.length} bytes of one cut off; closed ${Math.round(closedMs)} ms after SIGTERM`,
+    );
+    // Cut off within 50 ms of the signal before, its bytes dropped.
+    expect(cut.length).toBe(0);
+    expect(answers.map((answer) => answer.status)).toEqual(answers.map(() => 200));
+    expect(answers.every((answer) => answer.body.equals(asset))).toBe(true);
+    // The answer in flight at the signal, and the next, which reached the app during the drain and
+    // closes the connection; the requests after it are left unprocessed (RFC 9112 section 9.3.2).
+    expect(answers.length).toBeGreaterThanOrEqual(2);
+    expect(answers.length).toBeLessThan(requests);
+    expect(answers.map((answer) => answer.headers['connection'] === 'close')).toEqual(
+      answers.map((_, i) => i === answers.length - 1),
+    );
+    expect(code).toBe(0);
+  }, 30_000);
+
+  it('answers 408 during the drain to headers that stop arriving, at HEADERS_TIMEOUT_MS, not at SHUTDOWN_TIMEOUT_MS', async () => {
+    const HEADERS_TIMEOUT_MS = 1000;
+    const SHUTDOWN_TIMEOUT_MS = 10_000;
+    const service = await startService({
+      env: {
+        HEADERS_TIMEOUT_MS: String(HEADERS_TIMEOUT_MS),
+        SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
+      },
+    });
+    // Its headers but the blank line that ends them; the rest never comes.
+    const stalled = await slowHeaders(
+      service.target,
+      'stalled healthz',
+      'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n',
+    );
+    // Let the server read the head, so that its request is arriving when the signal lands (its
+    // 408 can come no sooner than HEADERS_TIMEOUT_MS after it).
+    await sleep(200);
+    const signalled = performance.now();
+    const code = await service.server.stop('SIGTERM');
+    const exitMs = performance.now() - signalled;
+    const answer = await stalled.response;
+    console.log(
+      `headers stalled at SIGTERM: ${typeof answer === 'string' ? answer : `answered ${answer.status}`}; ` +
+        `exit ${code} after ${Math.round(exitMs)} ms`,
+    );
+
+    // Closed unanswered at SHUTDOWN_TIMEOUT_MS before: node:http's check of the time-outs stopped
+    // with the server's close.
+    expect(typeof answer === 'string' ? answer : answer.status).toBe(408);
+    const response = answer as ParsedResponse;
+    expect(response.headers['connection']).toBe('close');
+    expect(bodyOf(response)).toEqual({
+      error: 408,
+      message: 'The request took too long to arrive.',
+    });
+    expect(code).toBe(0);
     expect(exitMs).toBeLessThan(SHUTDOWN_TIMEOUT_MS / 2);
   }, 30_000);
 
