@@ -131,7 +131,7 @@ function readStore(read: Reader): StoreConfig {
   const postgres = {
     poolSize: read.integer('PG_POOL_SIZE', 10, 1, 1000),
     connectTimeoutMs: read.integer('PG_CONNECT_TIMEOUT_MS', 2000, 1, 600_000),
-    statementTimeoutMs: read.integer('PG_STATEMENT_TIMEOUT_MS', 5000, 1, 600_000),
+    statementTimeoutMs: read.integer('PG_STATEMENT_TIMEOUT_MS', 5000, 0, 600_000),
   };
   const sqlite = {
     path: read.string('SQLITE_PATH', './data/plants.sqlite'),

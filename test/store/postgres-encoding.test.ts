@@ -1,70 +1,42 @@
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-store';
-import {
-  createTestSchema,
-  describeWithPostgres,
-  TEST_DATABASE_URL,
-  type TestSchema,
-} from '../support/postgres';
+import { createTestSchema, describeWithPostgres, type TestSchema } from '../support/postgres';
+import { createTestDatabase, withClient, type TestDatabase } from '../support/postgres-database';
 
 /** Not Latin-1, and outside the Basic Multilingual Plane: what LATIN1 cannot hold. */
 const UNICODE_NAME = 'Ἀλόη 🌵 多肉植物';
-
-async function withClient<T>(url: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return await use(client);
-  } finally {
-    await client.end();
-  }
-}
 
 describeWithPostgres('PostgreSQL store encoding', () => {
   describe.each([
     ['LATIN1', 'which cannot hold every name a client may send'],
     ['SQL_ASCII', 'which stores bytes unchecked'],
   ])('over a database in %s', (encoding, why) => {
-    const admin = TEST_DATABASE_URL as string;
-    let database: string;
-    let url: string;
+    let database: TestDatabase;
     beforeEach(async () => {
-      database = `plant_store_test_${encoding.toLowerCase()}_${randomBytes(6).toString('hex')}`;
-      await withClient(admin, (client) =>
-        client.query(
-          `CREATE DATABASE ${database} ENCODING '${encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`,
-        ),
+      database = await createTestDatabase(
+        encoding.toLowerCase(),
+        `ENCODING '${encoding}' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`,
       );
-      const target = new URL(admin);
-      target.pathname = `/${database}`;
-      url = target.toString();
     });
     afterEach(async () => {
       // Without FORCE: a connection the failed open left behind would fail the drop.
-      await withClient(admin, (client) => client.query(`DROP DATABASE ${database}`));
+      await database.drop();
     });
 
     it('refuses to open, saying how to create a UTF8 database, and creates no table', async () => {
-      const refusal = await openPostgresPlantStore({
-        url,
-        poolSize: 5,
-        connectTimeoutMs: 2000,
-        statementTimeoutMs: 5000,
-      }).then(
+      const refusal = await openPostgresPlantStore(database.options).then(
         // Closed if it opened after all, so that the database can still be dropped.
         async (store) => void (await store.close()),
         (error: unknown) => error,
       );
       expect(refusal).toBeInstanceOf(Error);
       expect((refusal as Error).message).toBe(
-        `The PostgreSQL database "${database}" has the encoding ${encoding}, ${why}; the plant ` +
+        `The PostgreSQL database "${database.name}" has the encoding ${encoding}, ${why}; the plant ` +
           "store needs a UTF8 database. Create one with CREATE DATABASE plants ENCODING 'UTF8' " +
           "TEMPLATE template0 (adding LC_COLLATE and LC_CTYPE 'C', or a UTF-8 locale, if the " +
           "server's default locale is not UTF-8), move any data into it with pg_dump and " +
           'pg_restore, and point DATABASE_URL at it.',
       );
-      const tables = await withClient(url, (client) =>
+      const tables = await withClient(database.url, (client) =>
         client.query<{ name: string }>(
           `SELECT table_schema || '.' || table_name AS name FROM information_schema.tables
            WHERE table_schema NOT IN ('pg_catalog', 'information_schema')`,

@@ -91,6 +91,34 @@ describeWithPostgres('PostgreSQL store', () => {
       await store.close();
     });
 
+    /** The schema's URL, its session's statement_timeout set as a role's or database's would be. */
+    function withServerStatementTimeout(setting: string): string {
+      const url = new URL(schema.url);
+      url.searchParams.set(
+        'options',
+        `${url.searchParams.get('options')} -c statement_timeout=${setting}`,
+      );
+      return url.toString();
+    }
+
+    it('with statementTimeoutMs 0, opens and stores when the server sets a statement_timeout', async () => {
+      const url = withServerStatementTimeout('300');
+      const store = await openPostgresPlantStore({ ...schema.options, url, statementTimeoutMs: 0 });
+      expect(await store.createPlant({ id: 1n, name: 'p' })).toEqual({ name: 'p' });
+      await store.close();
+    });
+
+    it('with statementTimeoutMs 0, refuses to open when the server sets no statement_timeout, saying what to set', async () => {
+      const url = withServerStatementTimeout('0');
+      await expect(
+        openPostgresPlantStore({ ...schema.options, url, statementTimeoutMs: 0 }),
+      ).rejects.toThrow(
+        'PG_STATEMENT_TIMEOUT_MS=0 leaves the statement time-out to the PostgreSQL server, but it ' +
+          'sets none for this role and database; set one, for example ALTER ROLE plants SET ' +
+          "statement_timeout = '5s', or set PG_STATEMENT_TIMEOUT_MS.",
+      );
+    });
+
     it('refuses to open when the server cannot be reached', async () => {
       const store = await openPostgresPlantStore(schema.options);
       await store.close();

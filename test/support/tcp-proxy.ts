@@ -12,10 +12,12 @@ export interface TcpProxy {
   close(): Promise<void>;
 }
 
-/** Starts forwarding a free loopback port to `targetPort` on 127.0.0.1. */
-export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+/**
+ * A server that forwards each connection to `targetPort` on 127.0.0.1 (or, while `forwarding()` is
+ * false, holds it unanswered), and a way to close every connection it has made.
+ */
+export function forwardingServer(targetPort: number, forwarding: () => boolean = () => true) {
   const sockets = new Set<net.Socket>();
-  let mode: 'forward' | 'blackhole' = 'forward';
   const track = (socket: net.Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -23,13 +25,23 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
   };
   const server = net.createServer((client) => {
     track(client);
-    if (mode === 'blackhole') return;
+    if (!forwarding()) return;
     const upstream = net.connect(targetPort, '127.0.0.1');
     track(upstream);
     client.pipe(upstream).pipe(client);
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   });
+  const dropAll = () => {
+    for (const socket of sockets) socket.destroy();
+  };
+  return { server, dropAll };
+}
+
+/** Starts forwarding a free loopback port to `targetPort` on 127.0.0.1. */
+export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
+  let mode: 'forward' | 'blackhole' = 'forward';
+  const { server, dropAll } = forwardingServer(targetPort, () => mode === 'forward');
   const listen = (port: number) =>
     new Promise<void>((resolve, reject) => {
       server.once('error', reject).listen(port, '127.0.0.1', () => {
@@ -37,9 +49,6 @@ export async function startTcpProxy(targetPort: number): Promise<TcpProxy> {
         resolve();
       });
     });
-  const dropAll = () => {
-    for (const socket of sockets) socket.destroy();
-  };
   await listen(0);
   const port = (server.address() as net.AddressInfo).port;
   const stop = () =>

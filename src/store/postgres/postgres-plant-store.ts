@@ -9,20 +9,60 @@ export interface PostgresStoreOptions {
   readonly url: string;
   readonly poolSize: number;
   readonly connectTimeoutMs: number;
+  /**
+   * The server-side `statement_timeout`, sent when each connection starts. 0 sends none: the
+   * role's or database's applies (PgBouncer refuses the start-up parameter), and the store refuses
+   * to open when there is none.
+   */
   readonly statementTimeoutMs: number;
 }
 
 /** Any 64-bit key; every instance that migrates the same database takes the same lock. */
 const MIGRATION_LOCK_KEY = '7305854871216940032';
 
-/** SQLSTATE classes and codes that mean "not now" rather than "never": connection loss, shutdown, overload, time-outs. */
-const UNAVAILABLE_SQLSTATE = /^(08|53|57P0[1-3]|57014|40001|40P01)/;
+/**
+ * SQLSTATE classes and codes that mean "not now" rather than "never": connection loss (08),
+ * shutdown, overload and operator intervention (class 57 but 57P04, the database dropped), a
+ * statement or lock time-out (57014, 55P03), conflicts (40001, 40P01), the server's own I/O or
+ * system failure (58000, 58030; not 58P01 or 58P02, files missing or in the way), and a database
+ * that cannot take writes now (25006: a standby after a failover, or read-only by setting).
+ */
+const UNAVAILABLE_SQLSTATE = /^(08|53|57(?!P04)|58000|58030|40001|40P01|25006|55P03)/;
 
-function isUnavailable(error: unknown): boolean {
-  const { code, message } = error as { code?: unknown; message?: unknown };
+/** Errors of the network or of the name look-up, whatever the call. */
+const UNAVAILABLE_ERRNO = /^E(CONN|HOST|NET|PIPE|TIMEDOUT|AI_AGAIN|NOTFOUND)/;
+
+/**
+ * Errors of connecting to a Unix socket (`host=/dir` in the URL) that mean the server is down or
+ * overloaded: ENOENT, no socket file, as while PostgreSQL is stopped; EAGAIN, its listen queue
+ * full (Linux). ECONNREFUSED, a socket file left without a server, is in UNAVAILABLE_ERRNO. Not
+ * EACCES or ENOTDIR: the path or its permissions are wrong, which waiting does not mend.
+ */
+const UNAVAILABLE_SOCKET_CONNECT = /^(ENOENT|EAGAIN)$/;
+
+/**
+ * ping found its session read-only (a standby, or `default_transaction_read_only` on): what a write
+ * would fail with, read_only_sql_transaction.
+ */
+class ReadOnlySessionError extends Error {
+  readonly code = '25006';
+  constructor() {
+    super('The PostgreSQL session is read-only (a standby, or default_transaction_read_only).');
+    this.name = 'ReadOnlySessionError';
+  }
+}
+
+/** Whether a failure of the pool or of a statement is of the moment (503) rather than a bug (500). */
+export function isUnavailable(error: unknown): boolean {
+  const { code, message, syscall } = error as {
+    code?: unknown;
+    message?: unknown;
+    syscall?: unknown;
+  };
   if (typeof code === 'string') {
     if (UNAVAILABLE_SQLSTATE.test(code)) return true;
-    if (/^E(CONN|HOST|NET|PIPE|TIMEDOUT|AI_AGAIN|NOTFOUND)/.test(code)) return true;
+    if (UNAVAILABLE_ERRNO.test(code)) return true;
+    if (syscall === 'connect' && UNAVAILABLE_SOCKET_CONNECT.test(code)) return true;
   }
   // node-postgres reports its own time-outs and dropped connections without a code.
   return (
@@ -80,28 +120,78 @@ async function migrate(pool: pg.Pool): Promise<void> {
   }
 }
 
+function createPool(options: PostgresStoreOptions, queryTimeoutMs: number): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: options.url,
+    max: options.poolSize,
+    connectionTimeoutMillis: options.connectTimeoutMs,
+    // node-postgres sends none for 0.
+    statement_timeout: options.statementTimeoutMs,
+    // A query whose server vanished without closing the socket must still end.
+    query_timeout: queryTimeoutMs,
+    keepAlive: true,
+  });
+  // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
+  pool.on('error', () => undefined);
+  return pool;
+}
+
+/**
+ * The `statement_timeout` a connection gets from the role, the database or the server (in ms; 0
+ * for none), for `statementTimeoutMs: 0`; refuses when there is none.
+ */
+async function serverStatementTimeoutMs(options: PostgresStoreOptions): Promise<number> {
+  const probe = createPool({ ...options, poolSize: 1 }, options.connectTimeoutMs);
+  try {
+    const { rows } = await probe.query<{ ms: number }>(
+      "SELECT setting::int AS ms FROM pg_settings WHERE name = 'statement_timeout'",
+    );
+    const ms = rows[0]?.ms ?? 0;
+    if (ms > 0) return ms;
+    throw new Error(
+      'PG_STATEMENT_TIMEOUT_MS=0 leaves the statement time-out to the PostgreSQL server, but it ' +
+        'sets none for this role and database; set one, for example ALTER ROLE plants SET ' +
+        "statement_timeout = '5s', or set PG_STATEMENT_TIMEOUT_MS.",
+    );
+  } finally {
+    await probe.end();
+  }
+}
+
+/** A clearer error for a pooler that refuses the statement time-out, else the error itself. */
+function explained(error: unknown): unknown {
+  const { message } = error as { message?: unknown };
+  if (
+    typeof message !== 'string' ||
+    !/unsupported startup parameter: statement_timeout/.test(message)
+  ) {
+    return error;
+  }
+  return new Error(
+    `The connection refused the statement time-out (${message}), as PgBouncer does: set ` +
+      'PG_STATEMENT_TIMEOUT_MS=0, and a statement_timeout for the role or database (ALTER ROLE ' +
+      "plants SET statement_timeout = '5s'), which the server then applies.",
+    { cause: error },
+  );
+}
+
 /**
  * Connects a pool to the database, refuses one whose encoding is not UTF8 (checkEncoding), applies
  * pending migrations under a lock and returns the store over it.
  */
 export async function openPostgresPlantStore(options: PostgresStoreOptions): Promise<PlantStore> {
-  const pool = new pg.Pool({
-    connectionString: options.url,
-    max: options.poolSize,
-    connectionTimeoutMillis: options.connectTimeoutMs,
-    statement_timeout: options.statementTimeoutMs,
-    // A query whose server vanished without closing the socket must still end.
-    query_timeout: options.statementTimeoutMs + options.connectTimeoutMs,
-    keepAlive: true,
-  });
-  // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
-  pool.on('error', () => undefined);
+  let pool: pg.Pool | undefined;
   try {
+    const statementTimeoutMs =
+      options.statementTimeoutMs > 0
+        ? options.statementTimeoutMs
+        : await serverStatementTimeoutMs(options);
+    pool = createPool(options, statementTimeoutMs + options.connectTimeoutMs);
     await checkEncoding(pool);
     await migrate(pool);
   } catch (error) {
-    await pool.end();
-    throw error;
+    await pool?.end();
+    throw explained(error);
   }
   return createPostgresPlantStore(pool);
 }
@@ -233,7 +323,22 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
         return Number(rows[0]?.count ?? 0);
       },
       async ping() {
-        await query('SELECT 1');
+        // One round trip: a standby, or a database set read-only, answers but takes no write.
+        const client = await pool.connect();
+        let failure: Error | undefined;
+        try {
+          const { rows } = await client.query<{ read_only: string }>(
+            "SELECT current_setting('transaction_read_only') AS read_only",
+          );
+          if (rows[0]?.read_only !== 'off') failure = new ReadOnlySessionError();
+        } catch (error) {
+          failure = error as Error;
+        } finally {
+          // Discarded when it failed or is read-only: the next connection may reach a primary
+          // again (after a failover), even while /readyz is the only caller.
+          client.release(failure);
+        }
+        if (failure !== undefined) throw failure;
       },
       async close() {
         await Promise.all([createPlants.drain(), deletePlants.drain(), findActiveTokens.drain()]);
