@@ -103,6 +103,28 @@ stdout.on('drop', (data: string | Buffer) => {
 });
 
 /**
+ * A write to standard output that fails (a full disk under a redirected log: ENOSPC, EDQUOT, EIO)
+ * must not stop the service: pino's own listener handles only EPIPE and emits any other error
+ * again, which with no listener ended the process at once, undrained. The lines wait, and past
+ * STDOUT_HELD_BYTES are dropped (and counted), while the writes are retried; stderr says so once
+ * a spell, and again when a write succeeds.
+ */
+let stdoutFailing = false;
+stdout.on('error', (error: NodeJS.ErrnoException) => {
+  if (stdoutFailing) return;
+  stdoutFailing = true;
+  process.stderr.write(
+    `Writing the log to standard output failed (${error.code ?? error.message}): its lines ` +
+      `wait, and are dropped past ${STDOUT_HELD_BYTES / 2 ** 20} MiB, until a write succeeds.\n`,
+  );
+});
+stdout.on('write', () => {
+  if (!stdoutFailing) return;
+  stdoutFailing = false;
+  process.stderr.write('Writing the log to standard output succeeds again.\n');
+});
+
+/**
  * Creates the development token and prints it. Only once the port is bound: created before, a
  * start that then failed (a host name that does not resolve, a port in use) left an active token
  * that nobody was shown, and the next start, finding one, printed none.

@@ -302,6 +302,10 @@ describe('parseConfig', () => {
     it('reads PG_STATEMENT_TIMEOUT_MS=0 as no time-out of its own (the server sets it), and refuses -1', () => {
       const env = { DATABASE_URL: 'postgresql://db/plants', PG_STATEMENT_TIMEOUT_MS: '0' };
       expect(parseConfig(env).store).toMatchObject({ statementTimeoutMs: 0 });
+      // The server's time-out is known only once connected: INACTIVITY_TIMEOUT_MS is not checked.
+      expect(parseConfig({ ...env, INACTIVITY_TIMEOUT_MS: '1000' }).store).toMatchObject({
+        statementTimeoutMs: 0,
+      });
       expect(configErrorOf({ ...env, PG_STATEMENT_TIMEOUT_MS: '-1' }).problems).toStrictEqual([
         'PG_STATEMENT_TIMEOUT_MS must be an integer from 0 to 600000, not "-1"',
       ]);

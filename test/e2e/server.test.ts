@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import net from 'node:net';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi';
@@ -5,6 +6,7 @@ import {
   cleanupChildren,
   createToken,
   developmentTokens,
+  freePort,
   runServerToExit,
   runTokenCli,
   startServer,
@@ -275,6 +277,39 @@ describe('an invalid configuration', () => {
     expect(
       lines.filter((line) => line.includes('SQLITE_SYNCHRONOUS') && line.includes('"OFF"')),
     ).toHaveLength(1);
+  });
+});
+
+describe('a standard output whose writes fail (a full disk under a redirected log)', () => {
+  it('serves on, says so once on stderr, and exits 0 on SIGTERM', async () => {
+    // /dev/full answers every write with ENOSPC, as a full file system does.
+    const full = fs.openSync('/dev/full', 'w');
+    try {
+      const sqlitePath = tempSqlitePath();
+      const token = await createToken(sqlitePath, 'e2e');
+      const port = String(await freePort());
+      const server = await startServer({ sqlitePath, env: { PORT: port }, stdoutFd: full });
+
+      // About 300 bytes of log a request: 2,000 of them fill many of the log's 8 KiB batches.
+      const statuses = new Set<number>();
+      for (let id = 1; id <= 2000; id += 50) {
+        const batch = Array.from({ length: 50 }, (_, i) =>
+          createPlantStatus(server.baseUrl, token, id + i),
+        );
+        for (const status of await Promise.all(batch)) statuses.add(status);
+      }
+
+      expect([...statuses]).toEqual([200]);
+      expect(server.process.exitCode).toBeNull();
+      const reports = server.stderr().match(/^Writing the log to standard output failed.*$/gm);
+      expect(reports).toEqual([
+        'Writing the log to standard output failed (ENOSPC): its lines wait, and are dropped ' +
+          'past 16 MiB, until a write succeeds.',
+      ]);
+      expect(await server.stop('SIGTERM')).toBe(0);
+    } finally {
+      fs.closeSync(full);
+    }
   });
 });
 

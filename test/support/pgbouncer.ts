@@ -1,9 +1,9 @@
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { TEST_DATABASE_URL } from './postgres';
+import { freePort } from './server-process';
 
 /** The pgbouncer program (Debian's package puts it in /usr/sbin), or undefined. */
 export const PGBOUNCER = [...(process.env['PATH'] ?? '').split(path.delimiter), '/usr/sbin']
@@ -41,14 +41,6 @@ export interface PgBouncer {
   readonly poolMode: 'transaction' | 'session';
   /** Stops it (its server connections close) and removes its files. */
   stop(): Promise<void>;
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 /**

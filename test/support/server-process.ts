@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -59,11 +60,16 @@ interface Spawned {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
-function spawnTracked(script: string, args: readonly string[], env: NodeJS.ProcessEnv): Spawned {
+function spawnTracked(
+  script: string,
+  args: readonly string[],
+  env: NodeJS.ProcessEnv,
+  stdoutFd?: number,
+): Spawned {
   const child = spawn(process.execPath, [script, ...args], {
     cwd: PROJECT_ROOT,
     env,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['ignore', stdoutFd ?? 'pipe', 'pipe'],
   });
   liveChildren.add(child);
   let stdout = '';
@@ -135,6 +141,39 @@ export interface ServerOptions {
   readonly sqlitePath: string;
   readonly env?: ChildEnv;
   readonly timeoutMs?: number;
+  /**
+   * Standard output to this descriptor instead of a pipe the test reads: then `env` must give the
+   * PORT, and the server has started once `/healthz` answers there.
+   */
+  readonly stdoutFd?: number;
+}
+
+/** A loopback port free at the moment of asking. */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** Resolves with the base URL once `/healthz` answers 200 on `port`, polling. */
+async function healthyAt(port: string, exited: Promise<unknown>): Promise<string> {
+  const baseUrl = `http://127.0.0.1:${port}`;
+  let gone = false;
+  void exited.then(
+    () => (gone = true),
+    () => (gone = true),
+  );
+  while (!gone) {
+    const healthy = await fetch(`${baseUrl}/healthz`).then(
+      (response) => response.status === 200,
+      () => false,
+    );
+    if (healthy) return baseUrl;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('exited');
 }
 
 export interface RunningServer {
@@ -160,12 +199,24 @@ function serverEnv({ sqlitePath, env = {} }: ServerOptions): NodeJS.ProcessEnv {
 /** Starts `node dist/src/main.js` and resolves once it logged "listening"; rejects with its output otherwise. */
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  const spawned = spawnTracked(MAIN_JS, [], serverEnv(options));
+  const spawned = spawnTracked(MAIN_JS, [], serverEnv(options), options.stdoutFd);
   const { child } = spawned;
   const describe = (what: string) =>
     new Error(`The server ${what}. Its output:\n${spawned.output()}`);
 
+  const port = options.env?.['PORT'];
+  if (options.stdoutFd !== undefined && port === undefined) {
+    throw new Error('startServer: give the PORT of a server whose standard output is not read');
+  }
   const listening = new Promise<string>((resolve, reject) => {
+    if (options.stdoutFd !== undefined) {
+      healthyAt(port!, spawned.exited).then(resolve, () =>
+        spawned.exited.then(({ code, signal }) =>
+          reject(describe(`exited (code ${code}, signal ${signal}) before answering /healthz`)),
+        ),
+      );
+      return;
+    }
     const check = () => {
       const url = listeningUrl(spawned.stdout());
       if (url !== undefined) {
