@@ -7,7 +7,7 @@ import { supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
-import { flushRequestLines } from './http/request-log';
+import { flushRequestLines, PIPE_BUF } from './http/request-log';
 import { createLogger, type Logger } from './logger';
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
@@ -83,16 +83,30 @@ async function needsDevelopmentToken(store: PlantStore, config: Config): Promise
 const STDOUT_HELD_BYTES = 16 * 1024 * 1024;
 
 /**
+ * Whether other processes write to this standard output too: the primary and each worker under
+ * WORKERS (any value but 1; one that is not valid stops the start anyway) share the descriptor.
+ */
+const SHARED_STDOUT = cluster.isWorker || (process.env['WORKERS'] ?? '1') !== '1';
+
+/**
  * Standard output, written asynchronously so that logging never blocks a request. Lines are
  * written in batches of 8 KiB, or every 100 ms if fewer arrive: a write per line (on libuv's thread
  * pool) was a tenth of a request's CPU under load (README, "Operating it"). Start-up lines are
  * flushed at once, and everything is flushed before the process exits; a process killed outright
- * loses at most the last 100 ms of lines.
+ * loses at most the last 100 ms of lines. When other processes share it (WORKERS), each write is
+ * of whole lines and at most PIPE_BUF bytes, which a pipe (a container's standard output) takes
+ * whole: larger, a write to a full pipe went in parts, another process's lines between them, and
+ * the log shipper got lines cut in two. sonic-boom puts each string it is given whole into one
+ * write, with others only up to maxWrite (the request lines of one turn come in pieces of at most
+ * PIPE_BUF: request-log.ts); a single line longer than PIPE_BUF is still written alone, in a write
+ * that is not atomic. A write starts once nearly PIPE_BUF bytes wait (minLength must be below
+ * maxWrite).
  */
 const stdout = pino.destination({
   dest: 1,
   sync: false,
-  minLength: 8192,
+  minLength: SHARED_STDOUT ? PIPE_BUF - 1 : 8192,
+  ...(SHARED_STDOUT ? { maxWrite: PIPE_BUF } : {}),
   periodicFlush: 100,
   maxLength: STDOUT_HELD_BYTES,
 });

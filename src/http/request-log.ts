@@ -1,3 +1,4 @@
+import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
@@ -73,13 +74,27 @@ export function flushRequestLines(): void {
 }
 
 /**
+ * The most bytes a write to a pipe puts in whole (PIPE_BUF on Linux): a larger one is taken in
+ * parts when the pipe is full, and other processes' writes land between them.
+ */
+export const PIPE_BUF = 4096;
+
+/**
+ * The most bytes of request lines handed to the stream in one write: under WORKERS (a worker), at
+ * most PIPE_BUF, whole lines, as main.ts's standard output then writes them, since every process
+ * shares the descriptor; a single process batches a whole turn's lines.
+ */
+const BATCH_BYTES = cluster.isWorker ? PIPE_BUF : Infinity;
+
+/**
  * Writes the request line pino would write for
  * `logger[level]({ reqId, operationId, req: { method, path }, res: { status }, latencyMs }, 'request')`,
  * byte for byte, with the logger's own stream, bindings, time format and message key; redaction is
  * skipped because the line holds no header, body or query. Serialising it through pino's generic
  * path (redaction included) was a tenth of a request's CPU. The lines of one turn of the event loop
  * go to the stream in one write (the stream batches writes further; see main.ts and README,
- * "Operating it"). `flushRequestLines` writes what is held back at once.
+ * "Operating it"), or under WORKERS in writes of whole lines of at most PIPE_BUF bytes (a line
+ * longer than that alone). `flushRequestLines` writes what is held back at once.
  */
 function requestLineWriter(logger: Logger) {
   const internals = logger as unknown as Record<symbol, unknown>;
@@ -88,7 +103,10 @@ function requestLineWriter(logger: Logger) {
   const bindings = internals[symbols.chindingsSym] as string;
   const time = internals[symbols.timeSym] as () => string;
   const message = `,${JSON.stringify(internals[symbols.messageKeySym])}:"request"}\n`;
+  const bounded = BATCH_BYTES !== Infinity;
   let pending = '';
+  /** The UTF-8 bytes of `pending`, counted only when bounded. */
+  let pendingBytes = 0;
   let scheduled = false;
   const flush = () => {
     scheduled = false;
@@ -96,6 +114,7 @@ function requestLineWriter(logger: Logger) {
     if (pending === '') return;
     const lines = pending;
     pending = '';
+    pendingBytes = 0;
     stream.write(lines);
   };
   const operationKeys = new Map<string | undefined, string>([[undefined, '']]);
@@ -117,11 +136,22 @@ function requestLineWriter(logger: Logger) {
       operation = `,"operationId":${JSON.stringify(line.operationId)}`;
       operationKeys.set(line.operationId, operation);
     }
-    pending +=
+    const text =
       `{"level":${logger.levels.values[level]}${time()}${bindings},"reqId":${jsonString(line.reqId)}${operation}` +
       `,"req":{"method":${jsonString(line.method)},"path":${jsonString(line.path)}}` +
       `,"res":{"status":${line.status}},"latencyMs":${line.latencyMs}` +
       `${line.aborted ? ABORTED : ''}${message}`;
+    if (bounded) {
+      const bytes = Buffer.byteLength(text);
+      // The lines so far go now, whole, rather than make a write past the bound with this one.
+      if (pendingBytes + bytes > BATCH_BYTES && pending !== '') {
+        stream.write(pending);
+        pending = '';
+        pendingBytes = 0;
+      }
+      pendingBytes += bytes;
+    }
+    pending += text;
     if (!scheduled) {
       scheduled = true;
       pendingFlushes.add(flush);
