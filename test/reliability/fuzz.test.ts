@@ -10,7 +10,14 @@ import {
   routedPathname,
   UNLISTED_ENDPOINTS,
 } from './support/contract';
-import { bearer, deletePlant, keepAliveAgent, send, type Answer } from './support/http';
+import {
+  bearer,
+  createPlant,
+  deletePlant,
+  keepAliveAgent,
+  send,
+  type Answer,
+} from './support/http';
 import {
   acceptedEncoding,
   acceptedMediaType,
@@ -19,8 +26,9 @@ import {
 } from './support/plant-oracle';
 import { Findings } from './support/findings';
 import { rawExchange } from './support/raw';
+import { readRawRequest } from './support/raw-request';
 import { chooseSeed, startService, type Service } from './support/service';
-import { dumpPlants, type StoredPlant } from './support/store-dump';
+import { dumpPlants, storeReader, type StoredPlant } from './support/store-dump';
 
 /**
  * Property-based fuzzing of the HTTP surface of the real server process. Every answer must keep
@@ -187,20 +195,30 @@ function requestIdProblems(request: FuzzRequest, answer: Answer): string[] {
 
 /** What the store must hold, from the 200s and 204s alone, and every answer that contradicts it. */
 class StoreModel {
-  readonly present = new Map<string, StoredPlant>();
-  readonly ids = new Set<string>(FUZZ_IDS.map(String));
+  readonly present: Map<string, StoredPlant>;
+  readonly ids: Set<string>;
   readonly violations: string[] = [];
   /** Answers that changed or consulted the store: 200 and 409 to creates, 204 and 404 to deletes. */
   readonly seen = { 200: 0, 409: 0, 204: 0, 404: 0 };
 
-  observe(request: FuzzRequest, answer: Answer): void {
+  /** `initial`: what the store holds before the first request. */
+  constructor(initial: ReadonlyMap<string, StoredPlant> = new Map()) {
+    this.present = new Map(initial);
+    this.ids = new Set([...FUZZ_IDS.map(String), ...initial.keys()]);
+  }
+
+  /** `describe`: the exchange as a violation shows it. */
+  observe(
+    request: FuzzRequest,
+    answer: Answer,
+    describe: () => string = () => describeExchange(request, answer),
+  ): void {
     if (!answeredByApp(answer)) return;
     const method = request.method.toUpperCase();
     const documented = documentedFor(method, request.path);
     if (documented.kind !== 'operation') return;
     const { status } = answer;
-    const violation = (what: string) =>
-      this.violations.push(`${what}\n${describeExchange(request, answer)}`);
+    const violation = (what: string) => this.violations.push(`${what}\n${describe()}`);
 
     if (documented.operationId === 'createPlant' && (status === 200 || status === 409)) {
       const verdict = request.body === undefined ? undefined : judgeNewPlant(request.body);
@@ -248,6 +266,51 @@ class StoreModel {
       }
     }
   }
+}
+
+/** The store operation a status answers for this request line, if it changed or consulted the store. */
+function storeOperation(method: string, target: string, status: number): string | undefined {
+  const documented = documentedFor(method, target);
+  if (documented.kind !== 'operation') return undefined;
+  if (documented.operationId === 'createPlant' && (status === 200 || status === 409)) {
+    return `${method} ${documented.template}`;
+  }
+  if (documented.operationId === 'deletePlant' && (status === 204 || status === 404)) {
+    return `${method} ${documented.template}`;
+  }
+  return undefined;
+}
+
+/**
+ * How the store `now` differs from what it must hold (`expected`, the model), each difference
+ * named by what the store held `before` the request.
+ */
+function storeChanges(
+  before: ReadonlyMap<string, StoredPlant>,
+  expected: ReadonlyMap<string, StoredPlant>,
+  now: ReadonlyMap<string, StoredPlant>,
+): string[] {
+  const changes: string[] = [];
+  for (const id of new Set([...before.keys(), ...expected.keys(), ...now.keys()])) {
+    const want = expected.get(id);
+    const got = now.get(id);
+    if (JSON.stringify(want) === JSON.stringify(got)) continue;
+    const had = before.has(id);
+    if (got === undefined) {
+      changes.push(
+        had ? `plant ${id} was deleted without a 204` : `plant ${id} is missing after its 200`,
+      );
+    } else if (want === undefined) {
+      changes.push(
+        had
+          ? `plant ${id} is still there after a 204`
+          : `plant ${id} ${JSON.stringify(got)} was created without a 200`,
+      );
+    } else {
+      changes.push(`plant ${id} is ${JSON.stringify(got)}, not ${JSON.stringify(want)}`);
+    }
+  }
+  return changes;
 }
 
 describe('fuzzing the HTTP surface of the real server process', () => {
@@ -355,60 +418,144 @@ describe('fuzzing the HTTP surface of the real server process', () => {
     expect(model.seen[409]).toBeGreaterThan(10);
   }, 120_000);
 
-  it(`answers ${RAW_RUNS} raw, often malformed, requests over TCP with well-formed errors or a close, and changes nothing`, async () => {
-    const before = dumpPlants(service.sqlitePath);
-    const outcomes = { answered: 0, closed: 0 };
+  it(`answers ${RAW_RUNS} raw, often malformed, requests over TCP with well-formed errors or a close, and changes the store only as its 200s and 204s say`, async () => {
+    // A plant at every id the raw targets and bodies name, so that a delete has one to delete.
+    for (const id of FUZZ_IDS) {
+      const created = await createPlant(
+        service.target,
+        service.token,
+        `{"id": ${id}, "name": "raw ${id}"}`,
+        { agent },
+      );
+      expect({ id: String(id), status: created.status }).toEqual({ id: String(id), status: 200 });
+    }
+    const reader = storeReader(service.sqlitePath);
+    let stored = reader.read();
+    expect(FUZZ_IDS.map(String).filter((id) => !stored.has(id))).toEqual([]);
+    // What the store must hold: what it held, changed only by the 200s and 204s to well-formed
+    // requests. Any other change, or a 2xx whose change is missing, is a finding.
+    const model = new StoreModel(stored);
+    const outcomes = { answered: 0, closed: 0, refusedWithToken: 0 };
     const findings = new Findings();
-    await fc.assert(
-      fc.asyncProperty(rawRequest, async (raw) => {
-        const outcome = await rawExchange(service.target, raw.bytes, {
-          noBody: raw.method === 'HEAD',
-        });
-        counts.raw++;
-        const problems: string[] = [];
-        if (outcome.hung) problems.push('neither answered nor closed within 3 s');
-        if (outcome.malformed !== undefined) problems.push(`not HTTP: ${outcome.malformed}`);
-        if (outcome.response !== undefined) {
-          outcomes.answered++;
-          tally(outcome.response.status);
-          const text = raw.bytes.toString('latin1');
-          const refusedBeforeRouting = refusedRequestLevel(text.split('\r\n\r\n', 1)[0]!);
-          problems.push(
-            ...responseProblems(raw.method, raw.target, outcome.response, { refusedBeforeRouting }),
-          );
-          const rest = outcome.response.rest.toString('latin1');
-          if (/(^|\r\n)HTTP\/1\.[01] 5\d\d /.test(rest)) {
-            problems.push('a later response on the connection is a 5xx');
+    let previous = 'none';
+    let health: Answer;
+    let final: Map<string, StoredPlant>;
+    try {
+      await fc.assert(
+        fc.asyncProperty(rawRequest(service.token), async (raw) => {
+          const outcome = await rawExchange(service.target, raw.bytes, {
+            noBody: raw.method === 'HEAD',
+          });
+          counts.raw++;
+          const sent = clip(JSON.stringify(raw.bytes.toString('latin1')), 600);
+          const shown = () =>
+            `seed: ${seed} (RELIABILITY_SEED=${seed} replays the run)\nsent: ${sent}\n` +
+            `received: ${clip(JSON.stringify(outcome.data.toString('latin1')), 600)}`;
+          const problems: string[] = [];
+          if (outcome.hung) problems.push('neither answered nor closed within 3 s');
+          if (outcome.malformed !== undefined) problems.push(`not HTTP: ${outcome.malformed}`);
+          const answer = outcome.response;
+          if (answer !== undefined) {
+            outcomes.answered++;
+            tally(answer.status);
+            const text = raw.bytes.toString('latin1');
+            const refusedBeforeRouting = refusedRequestLevel(text.split('\r\n\r\n', 1)[0]!);
+            problems.push(
+              ...responseProblems(raw.method, raw.target, answer, { refusedBeforeRouting }),
+            );
+            const rest = answer.rest.toString('latin1');
+            if (/(^|\r\n)HTTP\/1\.[01] 5\d\d /.test(rest)) {
+              problems.push('a later response on the connection is a 5xx');
+            }
+            if (raw.method === 'HEAD' && rest !== '' && !rest.startsWith('HTTP/1.')) {
+              problems.push('the response to HEAD carries a body');
+            }
+          } else {
+            outcomes.closed++;
           }
-          if (raw.method === 'HEAD' && rest !== '' && !rest.startsWith('HTTP/1.')) {
-            problems.push('the response to HEAD carries a body');
+
+          // The store: a well-formed request's answer changes the model as over node:http; one the
+          // server must refuse may have no answer that says it reached the store.
+          const reading = readRawRequest(raw.bytes);
+          if (!reading.wellFormed && raw.bytes.includes(service.token)) outcomes.refusedWithToken++;
+          if (answer !== undefined) {
+            if (reading.wellFormed) {
+              const request: FuzzRequest = {
+                method: reading.method,
+                path: reading.target,
+                headers: Object.fromEntries(reading.headers),
+                body: reading.body,
+                chunked: reading.chunked,
+                auth: 'valid', // not read by the model
+              };
+              model.observe(request, answer, shown);
+            } else if (answeredByApp(answer)) {
+              const operation = storeOperation(raw.method, raw.target, answer.status);
+              if (operation !== undefined) {
+                problems.push(
+                  `${operation} answered ${answer.status} to a request to refuse: ${reading.why}`,
+                );
+              }
+            }
           }
-        } else {
-          outcomes.closed++;
-        }
-        const from =
-          outcome.response === undefined || !answeredByApp(outcome.response) ? 'server' : 'app';
-        for (const problem of problems) {
-          findings.record(
-            `${from}: ${problem.split(/[:;\n]/, 1)[0]}`,
-            `${problem}\nsent: ${clip(JSON.stringify(raw.bytes.toString('latin1')), 600)}\n` +
-              `received: ${clip(JSON.stringify(outcome.data.toString('latin1')), 600)}`,
-          );
-        }
-      }),
-      { numRuns: RAW_RUNS, seed },
-    );
+          const now = reader.read();
+          const unexplained = storeChanges(stored, model.present, now);
+          if (unexplained.length > 0) {
+            problems.push(
+              `the store changed otherwise than the answers say: ${unexplained.join('; ')}\n` +
+                `(the request sent before this one: ${previous})`,
+            );
+            // From the store as it is, so that the next requests are judged on their own.
+            model.present.clear();
+            for (const [id, plant] of now) model.present.set(id, plant);
+          }
+          stored = now;
+          previous = sent;
+
+          const from = answer === undefined || !answeredByApp(answer) ? 'server' : 'app';
+          for (const problem of problems) {
+            findings.record(`${from}: ${problem.split(/[:;\n]/, 1)[0]}`, `${problem}\n${shown()}`);
+          }
+        }),
+        { numRuns: RAW_RUNS, seed },
+      );
+      health = await send(service.target, { method: 'GET', path: '/healthz' });
+      // A change a misread request made after its exchange ended shows here.
+      final = reader.read();
+    } finally {
+      reader.close();
+    }
+    const late = storeChanges(stored, model.present, final);
+    if (late.length > 0) {
+      findings.record(
+        'after the last request: the store changed otherwise than the answers say',
+        `${late.join('; ')}\nseed: ${seed}\nthe last request sent: ${previous}`,
+      );
+    }
     console.log(
       `fuzz (raw TCP): ${RAW_RUNS} requests, ${outcomes.answered} answered, ` +
-        `${outcomes.closed} closed without an answer, ${findings.size} kinds of problem found`,
+        `${outcomes.closed} closed without an answer, ${outcomes.refusedWithToken} with the token ` +
+        `to refuse; store answers: creates 200×${model.seen[200]} 409×${model.seen[409]}, ` +
+        `deletes 204×${model.seen[204]} 404×${model.seen[404]}; ${model.present.size} plants left, ` +
+        `${findings.size} kinds of problem found`,
     );
-    const health = await send(service.target, { method: 'GET', path: '/healthz' });
     expect({
       findings: findings.report(),
-      storedPlants: Object.fromEntries(dumpPlants(service.sqlitePath)),
+      answersContradictingTheStore: model.violations,
+      storedPlants: Object.fromEntries(final),
       healthAfterwards: health.status,
-    }).toEqual({ findings: [], storedPlants: Object.fromEntries(before), healthAfterwards: 200 });
+    }).toEqual({
+      findings: [],
+      answersContradictingTheStore: [],
+      storedPlants: Object.fromEntries(model.present),
+      healthAfterwards: 200,
+    });
     expect(outcomes.answered).toBeGreaterThan(RAW_RUNS / 2);
+    // The generator must reach the store, and send the token in framings to refuse, or the store
+    // properties prove little (a run has some 30 of each 2xx, and 600 such requests).
+    expect(model.seen[200]).toBeGreaterThan(RAW_RUNS / 500);
+    expect(model.seen[204]).toBeGreaterThan(RAW_RUNS / 500);
+    expect(outcomes.refusedWithToken).toBeGreaterThan(RAW_RUNS / 25);
   }, 120_000);
 
   it('answers an Expect header it cannot meet with the Error body and a documented status', async () => {
