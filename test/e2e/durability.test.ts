@@ -1,6 +1,5 @@
 import fs from 'node:fs';
 import net from 'node:net';
-import Database from 'better-sqlite3';
 import { logLinesOf, waitFor, type LogLine } from '../support/log-lines';
 import {
   cleanupChildren,
@@ -11,6 +10,7 @@ import {
   type ChildEnv,
   type RunningServer,
 } from '../support/server-process';
+import { readSqlitePlantIds } from '../support/stored-plants';
 
 interface Answer {
   readonly status: number;
@@ -102,12 +102,12 @@ async function createInOrder(server: RunningServer, token: string, lastId: numbe
   return { statuses, answered: withStatus(200), refused: withStatus(503), unanswered };
 }
 
-/** The ids of the plants a SQLite file holds, read as the restart will read it (through the WAL). */
+/**
+ * The ids of the plants a SQLite file holds, read as the restart will read it (through the WAL), over
+ * a read-only connection that leaves the file and its WAL as they were for the restart.
+ */
 function storedIds(sqlitePath: string): Set<number> {
-  const db = new Database(sqlitePath);
-  const ids = (db.prepare('SELECT id FROM plants').pluck().all() as number[]).map(Number);
-  db.close();
-  return new Set(ids);
+  return new Set(readSqlitePlantIds(sqlitePath).map(Number));
 }
 
 afterEach(cleanupChildren);

@@ -84,23 +84,35 @@ describe('request targets and framing', () => {
     });
   });
 
-  it.each([
-    ['/nope/../metrics', 'GET'],
-    ['/a/%2e%2e/metrics', 'GET'],
-    ['/a/%2E%2E/healthz', 'GET'],
-    ['/a\\..\\metrics', 'GET'],
-    ['/healthz/../plants/3', 'DELETE'],
+  // The third column: the plant that the target would name with its dot segments resolved, created
+  // first, so that a DELETE routed to it would delete it and answer 204.
+  it.each<[string, string, number | undefined]>([
+    ['/nope/../metrics', 'GET', undefined],
+    ['/a/%2e%2e/metrics', 'GET', undefined],
+    ['/a/%2E%2E/healthz', 'GET', undefined],
+    ['/a\\..\\metrics', 'GET', undefined],
+    ['/healthz/../plants/3', 'DELETE', 3],
   ])(
     'routes the absolute form of %s as its origin form, with no dot segment resolved (%s)',
-    async (path, method) => {
+    async (path, method, plant) => {
       const request = (requestTarget: string) =>
         send(`${method} ${requestTarget} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}`);
+      const deletePlant = () =>
+        send(`DELETE /plants/${plant} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}`);
+      if (plant !== undefined) {
+        expect(errorOf(await post('/plants', `{"id": ${plant}, "name": "kept"}`)).status).toBe(200);
+      }
 
       const origin = errorOf(await request(path));
       const absolute = errorOf(await request(`http://x${path}`));
 
-      expect(origin.status).toBe(404);
+      expect(origin).toEqual({
+        status: 404,
+        body: { error: 404, message: `No resource at ${path}.` },
+      });
       expect(absolute).toEqual(origin);
+      // The plant is still there; deleted now, as a later case creates its id afresh.
+      if (plant !== undefined) expect(errorOf(await deletePlant()).status).toBe(204);
     },
   );
 

@@ -2,14 +2,16 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { responsesIn } from '../reliability/support/raw';
-import { linesOf, requestLineOf } from '../support/log-lines';
+import { linesOf, requestLineOf, waitFor } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
 import {
   callApi,
   cleanupChildren,
   startWithToken,
+  tempSqlitePath,
   type RunningServer,
 } from '../support/server-process';
+import { readSqlitePlantIds } from '../support/stored-plants';
 
 /**
  * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts),
@@ -19,9 +21,13 @@ import {
 let server: RunningServer;
 let token: string;
 let port: number;
+/** The server's SQLite file, which a test reads through a read-only connection of its own. */
+let sqlitePath: string;
 
 beforeAll(async () => {
+  sqlitePath = tempSqlitePath();
   ({ server, token } = await startWithToken({
+    sqlitePath,
     env: { HEADERS_TIMEOUT_MS: '1000', REQUEST_TIMEOUT_MS: '2000' },
   }));
   port = Number(new URL(server.baseUrl).port);
@@ -378,21 +384,28 @@ describe('requests pipelined on one connection', () => {
 
   it('are not processed when their turn comes after the connection was reset, so that the client may send them again', async () => {
     const ids = [9201, 9202, 9203, 9204];
+    // Which of them the file holds, read without a request that could store one.
+    const stored = () => {
+      const inFile = new Set(readSqlitePlantIds(sqlitePath));
+      return ids.filter((id) => inFile.has(BigInt(id)));
+    };
     const socket = net.connect(port, '127.0.0.1');
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('connect', resolve));
     // The four at once, then a reset: the server reads them together and runs the first, while the
     // others wait for its answer, which can no longer be sent.
-    socket.write(ids.map(createPlant).join(''));
+    const first = createPlant(ids[0]!).replace('\r\n', '\r\nX-Request-Id: reset-first\r\n');
+    socket.write([first, ...ids.slice(1).map(createPlant)].join(''));
     socket.resetAndDestroy();
-    await sleep(300);
 
-    const stored = [];
-    for (const id of ids) {
-      const again = await callApi(server, token, 'POST', '/plants', `{"id":${id},"name":"x"}`);
-      stored.push(again.status === 409);
-    }
-    expect(stored).toEqual([true, false, false, false]);
+    // The first is committed (FULL: however long the disk takes to sync it), and its request is
+    // over once its line is logged: a second run now would start right after it.
+    await waitFor('the first create in the file', () => stored().includes(ids[0]!), 10_000);
+    await requestLineOf(server, 'reset-first', 10_000);
+    // A moment in which a create run wrongly after the reset would commit.
+    await sleep(500);
+
+    expect(stored()).toEqual([ids[0]]);
   });
 });
 

@@ -1,5 +1,5 @@
 import request from 'supertest';
-import { buildTestApp, expectError, type TestApp } from '../support/test-app';
+import { buildTestApp, expectError, expectNothingStored, type TestApp } from '../support/test-app';
 
 let t: TestApp;
 beforeEach(async () => {
@@ -15,18 +15,12 @@ const INVALID = 'Bearer realm="plants", error="invalid_token"';
 const body = '{"id": 1, "name": "a"}';
 const post = () => request(t.app).post('/plants').set('Content-Type', 'application/json');
 
-/** Proves the plant with id 1 was not stored. */
-async function expectNothingStored(): Promise<void> {
-  const res = await request(t.app).delete('/plants/1').set('Authorization', `Bearer ${t.token}`);
-  expect(res.status).toBe(404);
-}
-
 describe('authentication', () => {
   it('returns 401 with a bare challenge when no Authorization header is sent', async () => {
     const res = await post().send(body);
     expectError(res, 401, /bearer token/);
     expect(res.headers['www-authenticate']).toBe(CHALLENGE);
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   it('returns 401 on DELETE without a token', async () => {
@@ -39,7 +33,7 @@ describe('authentication', () => {
     const res = await post().set('Authorization', 'Bearer plnt_unknown').send(body);
     expectError(res, 401);
     expect(res.headers['www-authenticate']).toBe(INVALID);
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   // However many words it has: a header of another scheme holds no bearer credentials, which RFC
@@ -56,7 +50,7 @@ describe('authentication', () => {
     const res = await post().set('Authorization', header(t.token)).send(body);
     expectError(res, 401, /bearer token/);
     expect(res.headers['www-authenticate']).toBe(CHALLENGE);
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   it.each<[string, (token: string) => string]>([
@@ -69,7 +63,7 @@ describe('authentication', () => {
     const res = await post().set('Authorization', header(t.token)).send(body);
     expectError(res, 400, /Authorization header is malformed/);
     expect(res.headers['www-authenticate']).toBe('Bearer realm="plants", error="invalid_request"');
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   it('accepts the scheme word in any case and extra spaces before the token', async () => {
@@ -83,13 +77,13 @@ describe('authentication', () => {
     const res = await post().query({ access_token: t.token }).send(body);
     expectError(res, 401);
     expect(res.headers['www-authenticate']).toBe(CHALLENGE);
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   it('never accepts a token from the body', async () => {
     const res = await post().send(JSON.stringify({ id: 1, name: 'a', access_token: t.token }));
     expectError(res, 401);
-    await expectNothingStored();
+    await expectNothingStored(t);
   });
 
   it('rejects a revoked token on the very next request', async () => {
@@ -103,6 +97,7 @@ describe('authentication', () => {
       .set('Authorization', `Bearer ${issued.secret}`);
     expectError(res, 401);
     expect(res.headers['www-authenticate']).toBe(INVALID);
+    expect(await t.readPlants()).toStrictEqual([{ id: 1n, name: 'a', tag: null }]);
   });
 
   it('answers 401 before reading the body, even when the body is invalid or too large', async () => {

@@ -1,5 +1,11 @@
 import request from 'supertest';
-import { buildTestApp, expectError, sendBytesAsIs, type TestApp } from '../support/test-app';
+import {
+  buildTestApp,
+  expectError,
+  expectNothingStored,
+  sendBytesAsIs,
+  type TestApp,
+} from '../support/test-app';
 
 let t: TestApp;
 beforeEach(async () => {
@@ -19,14 +25,6 @@ function post(
   return body === undefined
     ? req
     : req.send(typeof body === 'string' ? body : JSON.stringify(body));
-}
-
-/** Proves nothing is stored under the id: deleting it answers 404. */
-async function expectAbsent(id: string): Promise<void> {
-  const res = await request(t.app)
-    .delete(`/plants/${id}`)
-    .set('Authorization', `Bearer ${t.token}`);
-  expect(res.status).toBe(404);
 }
 
 describe('POST /plants', () => {
@@ -68,9 +66,10 @@ describe('POST /plants', () => {
   });
 
   it('returns 409 and keeps the first plant when the id is taken', async () => {
-    await post({ id: 7, name: 'first' });
-    const res = await post({ id: 7, name: 'second' });
+    await post({ id: 7, name: 'first', tag: 'one' });
+    const res = await post({ id: 7, name: 'second', tag: 'two' });
     expectError(res, 409, /7/);
+    expect(await t.readPlants()).toStrictEqual([{ id: 7n, name: 'first', tag: 'one' }]);
     const del = await request(t.app).delete('/plants/7').set('Authorization', `Bearer ${t.token}`);
     expect(del.status).toBe(204);
   });
@@ -157,7 +156,7 @@ describe('POST /plants with a bad body', () => {
     'returns 400 naming the problem for %s, and stores nothing',
     async (_label, body, message) => {
       expectError(await post(body), 400, message);
-      await expectAbsent('10');
+      await expectNothingStored(t);
     },
   );
 
@@ -177,6 +176,7 @@ describe('POST /plants with a bad body', () => {
       .serialize(sendBytesAsIs)
       .send(Buffer.from('{"id": 10, "name": "\xff"}', 'latin1'));
     expectError(res, 400, /UTF-8/);
+    await expectNothingStored(t);
   });
 
   it('returns 400 for an unknown query parameter', async () => {
@@ -186,7 +186,7 @@ describe('POST /plants with a bad body', () => {
       .set('Content-Type', 'application/json')
       .send('{"id": 10, "name": "a"}');
     expectError(res, 400, /dry_run/);
-    await expectAbsent('10');
+    await expectNothingStored(t);
   });
 });
 
@@ -198,7 +198,7 @@ describe('POST /plants media type and size', () => {
     'application/json; charset=utf-16',
   ])('returns 415 for Content-Type %s', async (type) => {
     expectError(await post('{"id": 11, "name": "a"}', type), 415, /application\/json/);
-    await expectAbsent('11');
+    await expectNothingStored(t);
   });
 
   it('returns 415 for a body without a Content-Type', async () => {
@@ -209,11 +209,13 @@ describe('POST /plants media type and size', () => {
       .send(Buffer.from('{"id": 11, "name": "a"}'))
       .unset('Content-Type');
     expectError(res, 415);
+    await expectNothingStored(t);
   });
 
   it('returns 415 for a compressed body', async () => {
     const res = await post('{"id": 11, "name": "a"}').set('Content-Encoding', 'gzip');
     expectError(res, 415, /Content-Encoding/);
+    await expectNothingStored(t);
   });
 
   it('returns 413 for a body over the limit, before looking at its content', async () => {
@@ -231,6 +233,7 @@ describe('POST /plants media type and size', () => {
     await t.close();
     t = await buildTestApp({ bodyLimitBytes: 100 });
     expectError(await post(JSON.stringify({ id: 13, name: 'x'.repeat(100) })), 413, /100 bytes/);
+    await expectNothingStored(t);
   });
 
   it('checks the media type before the size', async () => {

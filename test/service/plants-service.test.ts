@@ -5,6 +5,7 @@ import { DomainError } from '../../src/service/errors';
 import { createPlantsService, type PlantsService } from '../../src/service/plants-service';
 import type { PlantStore } from '../../src/store/plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
+import { readSqlitePlants } from '../support/stored-plants';
 
 /** The code and message of the DomainError the promise rejects with; fails the test otherwise. */
 async function domainErrorOf(
@@ -21,13 +22,15 @@ async function domainErrorOf(
 
 describe('createPlantsService', () => {
   let dir: string;
+  let file: string;
   let store: PlantStore;
   let plants: PlantsService;
 
   beforeEach(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plants-service-'));
+    file = path.join(dir, 'plants.sqlite');
     store = openSqlitePlantStore({
-      path: path.join(dir, 'plants.sqlite'),
+      path: file,
       synchronous: 'FULL',
       busyTimeoutMs: 1000,
     });
@@ -55,12 +58,17 @@ describe('createPlantsService', () => {
     });
 
     it('throws a conflict DomainError naming the id when the id is taken, and keeps the first plant', async () => {
-      await plants.create({ id: 42n, name: 'Monstera' });
+      await plants.create({ id: 42n, name: 'Monstera', tag: 'tropical' });
 
-      expect(await domainErrorOf(plants.create({ id: 42n, name: 'Cactus' }))).toStrictEqual({
+      expect(
+        await domainErrorOf(plants.create({ id: 42n, name: 'Cactus', tag: 'desert' })),
+      ).toStrictEqual({
         code: 'conflict',
         message: 'A plant with the id 42 already exists.',
       });
+      expect(readSqlitePlants(file)).toStrictEqual([
+        { id: 42n, name: 'Monstera', tag: 'tropical' },
+      ]);
       expect(await store.deletePlant(42n)).toBe(true);
     });
 

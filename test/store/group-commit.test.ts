@@ -236,6 +236,8 @@ describe('the WAL sync of synchronous=FULL', () => {
   it('waits for a sync in flight before closing', async () => {
     const pending = store.createPlant({ id: 3n, name: 'queued' });
     await new Promise((resolve) => setImmediate(resolve));
+    // The commit is visible and its sync has begun, not ended.
+    expect(syncs).toEqual([{ rowsAtStart: 1, done: false }]);
 
     await store.close();
 

@@ -1,11 +1,5 @@
 import { StoreUnavailableError, type NewToken, type PlantStore } from '../../src/store/plant-store';
-
-/** A plant as its row stores it. */
-export interface StoredPlant {
-  readonly id: bigint;
-  readonly name: string;
-  readonly tag: string | null;
-}
+import type { StoredPlant } from '../support/stored-plants';
 
 /**
  * An empty store; its rows of plants as a connection of its own reads them, by id; and the function

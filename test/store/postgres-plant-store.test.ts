@@ -7,6 +7,7 @@ import {
 import { postgresMigrations } from '../../src/store/postgres/migrations';
 import type { PlantStore } from '../../src/store/plant-store';
 import { createTestSchema, describeWithPostgres, type TestSchema } from '../support/postgres';
+import { readPostgresPlants } from '../support/stored-plants';
 import { describePlantStoreContract } from './plant-store.contract';
 
 describeWithPostgres('PostgreSQL store', () => {
@@ -15,18 +16,7 @@ describeWithPostgres('PostgreSQL store', () => {
     const store = await openPostgresPlantStore(schema.options);
     return {
       store,
-      async readPlants() {
-        const client = new pg.Client({ connectionString: schema.url });
-        await client.connect();
-        try {
-          const { rows } = await client.query<{ id: string; name: string; tag: string | null }>(
-            'SELECT id::text AS id, name, tag FROM plants ORDER BY plants.id',
-          );
-          return rows.map((row) => ({ ...row, id: BigInt(row.id) }));
-        } finally {
-          await client.end();
-        }
-      },
+      readPlants: () => readPostgresPlants(schema.url),
       async cleanup() {
         await store.close();
         await schema.drop();

@@ -8,7 +8,8 @@ import {
   openSqlitePlantStore,
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
-import { describePlantStoreContract, type StoredPlant } from './plant-store.contract';
+import { readSqlitePlants } from '../support/stored-plants';
+import { describePlantStoreContract } from './plant-store.contract';
 import { descriptorsOf } from '../support/descriptors';
 
 function makeTempDir(): string {
@@ -21,17 +22,7 @@ describePlantStoreContract('SQLite file', async () => {
   const store = openSqlitePlantStore({ path: file, synchronous: 'FULL', busyTimeoutMs: 1000 });
   return {
     store,
-    async readPlants() {
-      const reader = new Database(file, { readonly: true, fileMustExist: true });
-      try {
-        return reader
-          .prepare('SELECT id, name, tag FROM plants ORDER BY id')
-          .safeIntegers(true)
-          .all() as StoredPlant[];
-      } finally {
-        reader.close();
-      }
-    },
+    readPlants: async () => readSqlitePlants(file),
     cleanup: async () => {
       await store.close();
       fs.rmSync(dir, { recursive: true, force: true });

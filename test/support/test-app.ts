@@ -18,6 +18,7 @@ import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 import { capturingLogger } from './log-lines';
 import { createTestSchema } from './postgres';
+import { readPostgresPlants, readSqlitePlants, type StoredPlant } from './stored-plants';
 
 export const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
 
@@ -35,6 +36,8 @@ export interface TestApp {
   startShutdown(): void;
   /** Drops the store's plants table through another connection: its next plant call fails. */
   dropPlantsTable(): Promise<void>;
+  /** The store's plants by id, read through a read-only connection of its own, not the app's. */
+  readPlants(): Promise<StoredPlant[]>;
   close(): Promise<void>;
 }
 
@@ -42,11 +45,15 @@ export interface TestApp {
 export const TEST_STORE =
   process.env['PLANT_STORE_TEST_STORE'] === 'postgres' ? 'postgres' : 'sqlite';
 
-/** A fresh, empty store of the kind under test, how to remove it, and how to drop its plants table. */
+/**
+ * A fresh, empty store of the kind under test, how to remove it, how to drop its plants table, and
+ * how to read its plants through a connection of another's.
+ */
 async function openTestStore(): Promise<{
   store: PlantStore;
   remove: () => Promise<void>;
   dropPlantsTable: () => Promise<void>;
+  readPlants: () => Promise<StoredPlant[]>;
 }> {
   if (TEST_STORE === 'postgres') {
     const schema = await createTestSchema();
@@ -62,6 +69,7 @@ async function openTestStore(): Promise<{
           await client.end();
         }
       },
+      readPlants: () => readPostgresPlants(schema.url),
     };
   }
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-test-'));
@@ -78,6 +86,7 @@ async function openTestStore(): Promise<{
         other.close();
       }
     },
+    readPlants: async () => readSqlitePlants(file),
   };
 }
 
@@ -103,7 +112,7 @@ function withClosedResponseBodies(document: OpenApiDocument): OpenApiDocument {
  * properties.
  */
 export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<TestApp> {
-  const { store, remove, dropPlantsTable } = await openTestStore();
+  const { store, remove, dropPlantsTable, readPlants } = await openTestStore();
   const tokens = createTokensService({ store });
   const { secret } = await tokens.issue('test');
   const errors: string[] = [];
@@ -148,6 +157,7 @@ export async function buildTestApp(overrides: Partial<AppDeps> = {}): Promise<Te
       shuttingDown = true;
     },
     dropPlantsTable,
+    readPlants,
     async close() {
       await store.close().catch(() => undefined);
       await remove();
@@ -165,6 +175,14 @@ export function expectError(res: Response, status: number, message?: string | Re
   expect(typeof res.body.message).toBe('string');
   expect(res.body.message.length).toBeGreaterThan(0);
   if (message !== undefined) expect(res.body.message).toMatch(message);
+}
+
+/**
+ * Asserts that the store holds no plant at all, read through a connection of its own: the request
+ * stored nothing, under any id (also one clamped or wrapped to the int64 bounds).
+ */
+export async function expectNothingStored(t: Pick<TestApp, 'readPlants'>): Promise<void> {
+  expect(await t.readPlants()).toStrictEqual([]);
 }
 
 /** For supertest's `.serialize()`: sends a Buffer body byte for byte, whatever the Content-Type says. */
