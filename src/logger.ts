@@ -17,6 +17,36 @@ const REDACT = [
   '*.secret',
 ];
 
+/**
+ * Writes out everything `stream` (a pino destination) holds, then calls `done` once: after two
+ * flushes in a row that wrote nothing, or at once on EPIPE (nobody reads it any more). One flush
+ * is not enough: a flush's callback comes on 'drain', which may leave up to minLength bytes
+ * unwritten, and a flush asked for while a write is under way (the periodic flush's write of
+ * nothing, every 100 ms) is answered by that write's end, before the lines that came meanwhile
+ * are written (a worker stopped at once lost its last lines). A stream that fails every write ends
+ * the same way, after two flushes.
+ */
+export function flushUntilIdle(stream: pino.DestinationStream & SonicBoomLike, done: () => void) {
+  let written = 0;
+  let idleFlushes = 0;
+  stream.on('write', (bytes: number) => (written += bytes));
+  // Its error, if any, is of the fsync after the drain (EINVAL on a pipe or a terminal) or of a write.
+  const flushRest = (error?: Error | null) => {
+    if ((error as NodeJS.ErrnoException | null | undefined)?.code === 'EPIPE') return done();
+    idleFlushes = written === 0 ? idleFlushes + 1 : 0;
+    if (idleFlushes === 2) return done();
+    written = 0;
+    stream.flush(flushRest);
+  };
+  stream.flush(flushRest);
+}
+
+/** What flushUntilIdle needs of sonic-boom, pino's asynchronous destination. */
+interface SonicBoomLike {
+  on(event: 'write', listener: (bytes: number) => void): unknown;
+  flush(callback: (error?: Error | null) => void): void;
+}
+
 /** pino-pretty is a development dependency: an install without them logs JSON instead. */
 function prettyAvailable(): boolean {
   try {

@@ -8,7 +8,7 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines, PIPE_BUF } from './http/request-log';
-import { createLogger, type Logger } from './logger';
+import { createLogger, flushUntilIdle, type Logger } from './logger';
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
@@ -312,9 +312,9 @@ const EXIT_FLUSH_TIMEOUT_MS = 5_000;
  * Writes out every log line still held back, then ends the process. Asynchronously: pino's
  * flushSync, which its own exit hook would run, retries a failed write for ever, so a standard
  * output that nobody reads any more (the reader of its pipe has exited: EPIPE) or that does not
- * drain would hold the process after its port and store were closed. Flushes until one writes
- * nothing, and ends at once on EPIPE; after EXIT_FLUSH_TIMEOUT_MS, what is still held back is
- * dropped (destroy() also turns pino's exit hook off).
+ * drain would hold the process after its port and store were closed. Flushes until two flushes
+ * in a row write nothing (flushUntilIdle), and ends at once on EPIPE; after EXIT_FLUSH_TIMEOUT_MS,
+ * what is still held back is dropped (destroy() also turns pino's exit hook off).
  */
 function exit(code: number): void {
   flushRequestLines();
@@ -323,19 +323,7 @@ function exit(code: number): void {
     process.exit(code);
   };
   setTimeout(end, EXIT_FLUSH_TIMEOUT_MS);
-  let written = 0;
-  stdout.on('write', (bytes: number) => (written += bytes));
-  // A flush's callback comes on 'drain', which may leave up to minLength bytes unwritten, and
-  // with the error of the fsync that follows it (EINVAL on a pipe or a terminal).
-  const flushRest = (error?: Error | null) => {
-    if (written === 0 || (error as NodeJS.ErrnoException | null | undefined)?.code === 'EPIPE') {
-      end();
-      return;
-    }
-    written = 0;
-    stdout.flush(flushRest);
-  };
-  stdout.flush(flushRest);
+  flushUntilIdle(stdout, end);
 }
 
 main().then(exit, (error: unknown) => {

@@ -100,13 +100,25 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     // workers again.
     for (const pid of workerPids) process.kill(pid, 'SIGTERM');
     const stopped = server.stop('SIGTERM');
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    // Both workers are draining before the body arrives, and say so: the idle one stops at once,
+    // and its last lines still reach standard output before it exits.
+    const draining = () =>
+      logLinesOf(server)
+        .filter((line) => line['message'] === 'stopping: draining in-flight requests')
+        .map((line) => line['pid']);
+    await waitFor('both workers draining', () =>
+      workerPids.every((pid) => draining().includes(pid)),
+    );
     socket.write(body);
     await closed;
 
     const answer = Buffer.concat(received).toString().slice(continued.length);
     expect(answer).toMatch(/^HTTP\/1\.1 200 /);
     expect(await stopped).toBe(0);
+    const stoppedPids = logLinesOf(server)
+      .filter((line) => line['message'] === 'stopped')
+      .map((line) => line['pid']);
+    expect(stoppedPids).toEqual(expect.arrayContaining(workerPids));
   });
 
   it('with WORKERS=2, replaces at once a worker that served for 10 s or more', async () => {
