@@ -7,6 +7,7 @@ import {
 import { postgresMigrations } from '../../src/store/postgres/migrations';
 import type { PlantStore } from '../../src/store/plant-store';
 import { createTestSchema, describeWithPostgres, type TestSchema } from '../support/postgres';
+import { withClient } from '../support/postgres-database';
 import { readPostgresPlants } from '../support/stored-plants';
 import { describePlantStoreContract } from './plant-store.contract';
 
@@ -34,16 +35,10 @@ describeWithPostgres('PostgreSQL store', () => {
     });
 
     async function schemaVersions(): Promise<number[]> {
-      const client = new pg.Client({ connectionString: schema.url });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ version: number }>(
-          'SELECT version FROM schema_version ORDER BY version',
-        );
-        return rows.map((row) => row.version);
-      } finally {
-        await client.end();
-      }
+      const { rows } = await withClient(schema.url, (client) =>
+        client.query<{ version: number }>('SELECT version FROM schema_version ORDER BY version'),
+      );
+      return rows.map((row) => row.version);
     }
 
     it('applies every migration once when eight instances start at the same moment', async () => {
@@ -68,12 +63,11 @@ describeWithPostgres('PostgreSQL store', () => {
       const store = await openPostgresPlantStore(schema.options);
       await store.createPlant({ id: 9007199254740993n, name: 'a' });
       await store.createPlant({ id: -9223372036854775808n, name: 'b' });
-      const client = new pg.Client({ connectionString: schema.url });
-      await client.connect();
-      const { rows } = await client.query<{ id: string; type: string }>(
-        'SELECT id::text AS id, pg_typeof(id)::text AS type FROM plants ORDER BY id',
+      const { rows } = await withClient(schema.url, (client) =>
+        client.query<{ id: string; type: string }>(
+          'SELECT id::text AS id, pg_typeof(id)::text AS type FROM plants ORDER BY id',
+        ),
       );
-      await client.end();
       expect(rows).toEqual([
         { id: '-9223372036854775808', type: 'bigint' },
         { id: '9007199254740993', type: 'bigint' },
@@ -151,14 +145,8 @@ describeWithPostgres('PostgreSQL store', () => {
     });
 
     async function count(sql: string): Promise<number> {
-      const client = new pg.Client({ connectionString: schema.url });
-      await client.connect();
-      try {
-        const { rows } = await client.query<{ n: string }>(sql);
-        return Number(rows[0]?.n);
-      } finally {
-        await client.end();
-      }
+      const { rows } = await withClient(schema.url, (client) => client.query<{ n: string }>(sql));
+      return Number(rows[0]?.n);
     }
 
     it('sends 200 creates, then 200 deletes, made together as a few statements', async () => {

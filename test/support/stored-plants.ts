@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import pg from 'pg';
+import { withClient } from './postgres-database';
 
 /** A plant as its row stores it, the id exact. */
 export interface StoredPlant {
@@ -35,16 +35,13 @@ export function readSqlitePlantIds(file: string): bigint[] {
  * our own to `url` (whose search_path names the store's schema).
  */
 export async function readPostgresPlants(url: string): Promise<StoredPlant[]> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
+  const rows = await withClient(url, async (client) => {
     await client.query('BEGIN READ ONLY');
     const { rows } = await client.query<{ id: string; name: string; tag: string | null }>(
       'SELECT id::text AS id, name, tag FROM plants ORDER BY plants.id',
     );
     await client.query('COMMIT');
-    return rows.map((row) => ({ id: BigInt(row.id), name: row.name, tag: row.tag }));
-  } finally {
-    await client.end();
-  }
+    return rows;
+  });
+  return rows.map((row) => ({ id: BigInt(row.id), name: row.name, tag: row.tag }));
 }

@@ -3,7 +3,6 @@ import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import type { Express } from 'express';
-import pg from 'pg';
 import type { Response } from 'supertest';
 import { createApp, type AppDeps } from '../../src/app';
 import { loadOpenApiDocument, type OpenApiDocument } from '../../src/http/openapi-document';
@@ -18,6 +17,7 @@ import { openPostgresPlantStore } from '../../src/store/postgres/postgres-plant-
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 import { capturingLogger } from './log-lines';
 import { createTestSchema } from './postgres';
+import { withClient } from './postgres-database';
 import { readPostgresPlants, readSqlitePlants, type StoredPlant } from './stored-plants';
 
 export const SPEC_PATH = path.resolve(__dirname, '..', '..', 'openapi.yaml');
@@ -61,13 +61,7 @@ async function openTestStore(): Promise<{
       store: await openPostgresPlantStore(schema.options),
       remove: () => schema.drop(),
       async dropPlantsTable() {
-        const client = new pg.Client({ connectionString: schema.url });
-        await client.connect();
-        try {
-          await client.query('DROP TABLE plants');
-        } finally {
-          await client.end();
-        }
+        await withClient(schema.url, (client) => client.query('DROP TABLE plants'));
       },
       readPlants: () => readPostgresPlants(schema.url),
     };
