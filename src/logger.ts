@@ -78,3 +78,101 @@ export function createLogger(options: {
   }
   return pino(base, options.destination ?? pino.destination({ sync: true }));
 }
+
+/** The field a JSON log line gains when its longest strings were cut to fit (see fitLogLine). */
+const TRUNCATED = ',"truncated":true';
+/** What ends a string that was cut. */
+const ELLIPSIS = '…';
+const ELLIPSIS_BYTES = Buffer.byteLength(ELLIPSIS);
+
+/** The UTF-8 bytes of the JSON text's unit at `at`: an escape sequence, or one character. */
+function unitAt(text: string, at: number): { chars: number; bytes: number } {
+  const code = text.charCodeAt(at);
+  if (code === 0x5c) return text[at + 1] === 'u' ? { chars: 6, bytes: 6 } : { chars: 2, bytes: 2 };
+  if (code < 0x80) return { chars: 1, bytes: 1 };
+  if (code < 0x800) return { chars: 1, bytes: 2 };
+  const next = text.charCodeAt(at + 1);
+  if (code >= 0xd800 && code <= 0xdbff && next >= 0xdc00 && next <= 0xdfff) {
+    return { chars: 2, bytes: 4 };
+  }
+  return { chars: 1, bytes: 3 };
+}
+
+/**
+ * The contents (between the quotes) of the longest string value of a JSON text without
+ * whitespace (pino's), by characters; keys are left alone.
+ */
+function longestString(json: string): { start: number; end: number } | undefined {
+  let longest: { start: number; end: number } | undefined;
+  for (let at = json.indexOf('"'); at !== -1;) {
+    const start = at + 1;
+    let end = start;
+    while (end < json.length && json[end] !== '"') end += json[end] === '\\' ? 2 : 1;
+    const isKey = json[end + 1] === ':';
+    if (!isKey && (longest === undefined || end - start > longest.end - longest.start)) {
+      longest = { start, end };
+    }
+    at = json.indexOf('"', end + 1);
+  }
+  return longest;
+}
+
+/**
+ * `line` (a JSON object, without its newline) in at most `maxBytes` of UTF-8: when longer, its
+ * longest strings are cut, each ending in an ellipsis, until it fits, and it gains
+ * `"truncated":true`; numbers, keys and the order of fields stay as they were, and escape
+ * sequences and characters are never split. A line that is not a JSON object, or that no cut of
+ * its strings brings within `maxBytes`, is returned as it is.
+ */
+export function fitLogLine(line: string, maxBytes: number): string {
+  let bytes = Buffer.byteLength(line);
+  if (bytes <= maxBytes || !line.startsWith('{') || !line.endsWith('}')) return line;
+  // The object without its closing brace, which comes back after the field that marks the cut.
+  let json = line.slice(0, -1);
+  bytes -= 1;
+  const budget = maxBytes - Buffer.byteLength(TRUNCATED) - 1;
+  while (bytes > budget) {
+    const longest = longestString(json);
+    // A string of a few characters saves nothing once it ends in the ellipsis.
+    if (longest === undefined || longest.end - longest.start <= ELLIPSIS_BYTES) return line;
+    let contentBytes = 0;
+    for (let at = longest.start; at < longest.end; at += unitAt(json, at).chars) {
+      contentBytes += unitAt(json, at).bytes;
+    }
+    // Keep the longest run of whole units that leaves room for the ellipsis and the excess.
+    const keepBytes = contentBytes - (bytes - budget) - ELLIPSIS_BYTES;
+    let kept = longest.start;
+    let keptBytes = 0;
+    while (kept < longest.end) {
+      const unit = unitAt(json, kept);
+      if (keptBytes + unit.bytes > keepBytes) break;
+      kept += unit.chars;
+      keptBytes += unit.bytes;
+    }
+    json = json.slice(0, kept) + ELLIPSIS + json.slice(longest.end);
+    bytes += keptBytes + ELLIPSIS_BYTES - contentBytes;
+  }
+  return `${json}${TRUNCATED}}`;
+}
+
+/**
+ * Makes every write of `stream` (a pino destination) go in lines of at most `maxBytes` with their
+ * newline, each JSON line cut to fit by fitLogLine: where several processes write to one pipe,
+ * only a write of at most PIPE_BUF bytes goes in whole, and a longer one (a request line with a
+ * path of kilobytes, an error's stack) could be cut by another process's lines. Writes that fit,
+ * one line or several, go through as they are.
+ */
+export function boundLineWrites(stream: { write(chunk: string): boolean }, maxBytes: number): void {
+  const write = stream.write.bind(stream);
+  // A UTF-16 code unit is at most 3 bytes of UTF-8: a string this short fits without counting.
+  const surelyFits = Math.floor(maxBytes / 3);
+  stream.write = (chunk: string) => {
+    if (chunk.length <= surelyFits || Buffer.byteLength(chunk) <= maxBytes) return write(chunk);
+    const lines = chunk.split('\n');
+    // What follows the last newline: nothing, when the chunk ends with its line's newline.
+    const rest = lines.pop() as string;
+    let written = true;
+    for (const line of lines) written = write(`${fitLogLine(line, maxBytes - 1)}\n`);
+    return rest === '' ? written : write(fitLogLine(rest, maxBytes));
+  };
+}

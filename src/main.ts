@@ -8,7 +8,7 @@ import { ConfigError, parseConfig, type Config } from './config';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines, PIPE_BUF } from './http/request-log';
-import { createLogger, flushUntilIdle, type Logger } from './logger';
+import { boundLineWrites, createLogger, flushUntilIdle, type Logger } from './logger';
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
@@ -98,9 +98,9 @@ const SHARED_STDOUT = cluster.isWorker || (process.env['WORKERS'] ?? '1') !== '1
  * whole: larger, a write to a full pipe went in parts, another process's lines between them, and
  * the log shipper got lines cut in two. sonic-boom puts each string it is given whole into one
  * write, with others only up to maxWrite (the request lines of one turn come in pieces of at most
- * PIPE_BUF: request-log.ts); a single line longer than PIPE_BUF is still written alone, in a write
- * that is not atomic. A write starts once nearly PIPE_BUF bytes wait (minLength must be below
- * maxWrite).
+ * PIPE_BUF: request-log.ts); a single line longer than PIPE_BUF (a request line with a path of
+ * kilobytes, an error's stack) has its longest strings cut to fit, and says so (boundLineWrites).
+ * A write starts once nearly PIPE_BUF bytes wait (minLength must be below maxWrite).
  */
 const stdout = pino.destination({
   dest: 1,
@@ -110,6 +110,7 @@ const stdout = pino.destination({
   periodicFlush: 100,
   maxLength: STDOUT_HELD_BYTES,
 });
+if (SHARED_STDOUT) boundLineWrites(stdout, PIPE_BUF);
 /** Log lines dropped because standard output had not taken STDOUT_HELD_BYTES waiting before them. */
 let droppedLogLines = 0;
 stdout.on('drop', (data: string | Buffer) => {

@@ -94,7 +94,8 @@ const BATCH_BYTES = cluster.isWorker ? PIPE_BUF : Infinity;
  * path (redaction included) was a tenth of a request's CPU. The lines of one turn of the event loop
  * go to the stream in one write (the stream batches writes further; see main.ts and README,
  * "Operating it"), or under WORKERS in writes of whole lines of at most PIPE_BUF bytes (a line
- * longer than that alone). `flushRequestLines` writes what is held back at once.
+ * longer than that alone, which main.ts's standard output cuts to fit: a path of kilobytes).
+ * `flushRequestLines` writes what is held back at once.
  */
 function requestLineWriter(logger: Logger) {
   const internals = logger as unknown as Record<symbol, unknown>;
