@@ -56,8 +56,6 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 class Reader {
   readonly problems: string[] = [];
-  /** The variables whose value was refused: a check across variables skips their fallbacks. */
-  readonly refused = new Set<string>();
   constructor(private readonly env: Env) {}
 
   optional(name: string): string | undefined {
@@ -76,14 +74,12 @@ class Reader {
     if (value === undefined) return fallback;
     // Decimal digits without a leading zero: "010" could be meant as octal or as ten.
     if (/^0\d+$/.test(value)) {
-      this.refused.add(name);
       this.problems.push(
         `${name} must be an integer from ${min} to ${max} without leading zeros, not "${value}"`,
       );
       return fallback;
     }
     if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) {
-      this.refused.add(name);
       this.problems.push(`${name} must be an integer from ${min} to ${max}, not "${value}"`);
       return fallback;
     }
@@ -202,34 +198,6 @@ function readHttpServer(read: Reader): HttpServerConfig {
 }
 
 /**
- * INACTIVITY_TIMEOUT_MS against PostgreSQL's time-outs. A request waiting for the store moves
- * nothing on its connection, which closeInactive (http/connections.ts) closes after
- * INACTIVITY_TIMEOUT_MS: the store must end the wait first, with its 503, or the client gets a
- * closed connection instead (INACTIVITY_TIMEOUT_MS=2000 with PG_STATEMENT_TIMEOUT_MS=5000: closed
- * after 2.9 s). The store bounds a query by PG_CONNECT_TIMEOUT_MS + PG_STATEMENT_TIMEOUT_MS (the
- * pool's query_timeout). With PG_STATEMENT_TIMEOUT_MS=0 the server's own time-out applies, known
- * only once connected: nothing is checked here. SQLite needs no check: a write waits for another
- * process's lock (SQLITE_BUSY_TIMEOUT_MS) inside a synchronous call, which holds the event loop,
- * so that connections are looked at only after its 503 is written (SQLITE_BUSY_TIMEOUT_MS=5000
- * with INACTIVITY_TIMEOUT_MS=1000 answered 503 after 5.1 s).
- */
-function checkStoreWait(read: Reader, store: StoreConfig, http: HttpServerConfig): void {
-  if (store.kind !== 'postgres' || store.statementTimeoutMs === 0) return;
-  // A refused value was replaced by its default, which the operator did not choose.
-  const names = ['INACTIVITY_TIMEOUT_MS', 'PG_CONNECT_TIMEOUT_MS', 'PG_STATEMENT_TIMEOUT_MS'];
-  if (names.some((name) => read.refused.has(name))) return;
-  const { connectTimeoutMs: connect, statementTimeoutMs: statement } = store;
-  if (http.inactivityTimeoutMs <= connect + statement) {
-    read.problems.push(
-      `INACTIVITY_TIMEOUT_MS (${http.inactivityTimeoutMs}) must be longer than ` +
-        `PG_CONNECT_TIMEOUT_MS + PG_STATEMENT_TIMEOUT_MS (${connect} + ${statement}), the longest ` +
-        'a query waits for PostgreSQL: a request waiting for it would get a closed connection ' +
-        'instead of its 503',
-    );
-  }
-}
-
-/**
  * NODE_ENV values of a developer's machine. Any other value counts as production, so that a
  * misspelt or site-specific name ("prod", "Production", "staging") fails closed: no development
  * token is created and printed to its logs.
@@ -270,7 +238,6 @@ export function parseConfig(env: Env): Config {
     }),
     http: Object.freeze(readHttpServer(read)),
   };
-  checkStoreWait(read, config.store, config.http);
   if (read.problems.length > 0) throw new ConfigError(read.problems);
   return Object.freeze(config);
 }

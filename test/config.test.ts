@@ -302,10 +302,6 @@ describe('parseConfig', () => {
     it('reads PG_STATEMENT_TIMEOUT_MS=0 as no time-out of its own (the server sets it), and refuses -1', () => {
       const env = { DATABASE_URL: 'postgresql://db/plants', PG_STATEMENT_TIMEOUT_MS: '0' };
       expect(parseConfig(env).store).toMatchObject({ statementTimeoutMs: 0 });
-      // The server's time-out is known only once connected: INACTIVITY_TIMEOUT_MS is not checked.
-      expect(parseConfig({ ...env, INACTIVITY_TIMEOUT_MS: '1000' }).store).toMatchObject({
-        statementTimeoutMs: 0,
-      });
       expect(configErrorOf({ ...env, PG_STATEMENT_TIMEOUT_MS: '-1' }).problems).toStrictEqual([
         'PG_STATEMENT_TIMEOUT_MS must be an integer from 0 to 600000, not "-1"',
       ]);
@@ -336,71 +332,19 @@ describe('parseConfig', () => {
       expect(parseConfig({ WORKERS: '4' }).workers).toBe(4);
     });
 
-    describe('INACTIVITY_TIMEOUT_MS against the store', () => {
-      const DATABASE_URL = 'postgres://app@db.internal:5432/plants';
-      const longestWait = (connect: number, statement: number) =>
-        `INACTIVITY_TIMEOUT_MS (2000) must be longer than PG_CONNECT_TIMEOUT_MS + ` +
-        `PG_STATEMENT_TIMEOUT_MS (${connect} + ${statement}), the longest a query waits for ` +
-        'PostgreSQL: a request waiting for it would get a closed connection instead of its 503';
-
-      it('refuses one not longer than PostgreSQL can make a request wait, naming the variables', () => {
-        const error = configErrorOf({
-          DATABASE_URL,
-          INACTIVITY_TIMEOUT_MS: '2000',
-          PG_STATEMENT_TIMEOUT_MS: '5000',
-        });
-
-        expect(error.problems).toStrictEqual([longestWait(2000, 5000)]);
+    it("takes any INACTIVITY_TIMEOUT_MS with any store's time-outs: a wait for the store is the server's", () => {
+      const config = parseConfig({
+        DATABASE_URL: 'postgres://app@db.internal:5432/plants',
+        INACTIVITY_TIMEOUT_MS: '1000',
+        PG_CONNECT_TIMEOUT_MS: '600000',
+        PG_STATEMENT_TIMEOUT_MS: '600000',
       });
 
-      it('refuses one equal to the wait, and takes one a millisecond longer', () => {
-        const env = { DATABASE_URL, PG_CONNECT_TIMEOUT_MS: '500', PG_STATEMENT_TIMEOUT_MS: '1500' };
-
-        expect(configErrorOf({ ...env, INACTIVITY_TIMEOUT_MS: '2000' }).problems).toStrictEqual([
-          longestWait(500, 1500),
-        ]);
-        expect(
-          parseConfig({ ...env, INACTIVITY_TIMEOUT_MS: '2001' }).http.inactivityTimeoutMs,
-        ).toBe(2001);
+      expect(config.store).toMatchObject({
+        connectTimeoutMs: 600_000,
+        statementTimeoutMs: 600_000,
       });
-
-      it('lists the combination with the other problems', () => {
-        const error = configErrorOf({
-          DATABASE_URL,
-          PORT: 'abc',
-          INACTIVITY_TIMEOUT_MS: '2000',
-          METRICS: 'maybe',
-        });
-
-        expect(error.problems).toStrictEqual([
-          'PORT must be an integer from 0 to 65535, not "abc"',
-          'METRICS must be one of true, false, not "maybe"',
-          longestWait(2000, 5000),
-        ]);
-      });
-
-      it('says nothing of a combination with a refused value, whose default the operator did not choose', () => {
-        const error = configErrorOf({
-          DATABASE_URL,
-          INACTIVITY_TIMEOUT_MS: '2000',
-          PG_STATEMENT_TIMEOUT_MS: 'soon',
-        });
-
-        expect(error.problems).toStrictEqual([
-          'PG_STATEMENT_TIMEOUT_MS must be an integer from 0 to 600000, not "soon"',
-        ]);
-      });
-
-      it("checks only the configured store: SQLite's lock wait holds the event loop, so any is taken", () => {
-        const config = parseConfig({
-          INACTIVITY_TIMEOUT_MS: '1000',
-          SQLITE_BUSY_TIMEOUT_MS: '60000',
-          PG_STATEMENT_TIMEOUT_MS: '600000',
-        });
-
-        expect(config.store).toMatchObject({ kind: 'sqlite', busyTimeoutMs: 60_000 });
-        expect(config.http.inactivityTimeoutMs).toBe(1000);
-      });
+      expect(config.http.inactivityTimeoutMs).toBe(1000);
     });
 
     it('lists every invalid PostgreSQL setting together', () => {

@@ -83,7 +83,10 @@ interface Movement {
 
 /**
  * Closes a connection on which nothing moves while a request is in progress (no byte read, no
- * byte of its answer taken) for `timeoutMs`. Above all a client that stops reading its answers:
+ * byte of its answer taken) for `timeoutMs`, unless the server itself is still working on it (the
+ * request has arrived whole, and its answer has not begun: waiting for the store, whose own
+ * time-outs bound the wait, PG_CONNECT_TIMEOUT_MS and PG_STATEMENT_TIMEOUT_MS over PostgreSQL, and
+ * SQLITE_BUSY_TIMEOUT_MS over SQLite). Above all a client that stops reading its answers:
  * the answer, and the pipelined requests behind it, waited in memory for as long as the client
  * kept the connection open, with no end (REQUEST_TIMEOUT_MS ends a request still arriving, and
  * KEEP_ALIVE_TIMEOUT_MS a connection between requests, not this one). A write moves when the kernel
@@ -110,11 +113,15 @@ function closeInactive(
     for (const socket of connections.open) {
       // No request in progress, or one still arriving with nothing of the server's waiting to be
       // taken: KEEP_ALIVE_TIMEOUT_MS, HEADERS_TIMEOUT_MS or REQUEST_TIMEOUT_MS (and its 408) apply.
+      // Nor one the server is still working on, whole and not yet answered: the wait is the
+      // server's, not the client's, and the store's own time-outs end it with a 503.
+      const response = socket._httpMessage;
       const incoming = socket.parser?.incoming;
       if (
-        socket._httpMessage === null ||
-        socket._httpMessage === undefined ||
-        (incoming && !incoming.complete && socket.writableLength === 0)
+        response === null ||
+        response === undefined ||
+        (incoming && !incoming.complete && socket.writableLength === 0) ||
+        (!response.headersSent && response.req.complete && socket.writableLength === 0)
       ) {
         seen.delete(socket);
         continue;
