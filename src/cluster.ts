@@ -12,6 +12,17 @@ export interface SupervisorHooks {
   onStopSignal(stop: (signal: string) => void): void;
 }
 
+/** What a worker sends the primary once its store has stopped (see reportStoreStopped). */
+const STORE_STOPPED = 'plant-store: the store stopped';
+
+/**
+ * Tells the primary that this worker's store has stopped for good (a failed sync): the primary
+ * then stops every worker (see supervise). Does nothing outside a cluster.
+ */
+export function reportStoreStopped(): void {
+  if (cluster.isWorker) process.send?.(STORE_STOPPED);
+}
+
 /**
  * A replacement for a worker that failed is started after this, doubled with each failure in a row
  * up to a limit.
@@ -34,7 +45,12 @@ const SERVED_WELL_MS = 10_000;
  * moment's (the database unreachable), so the others go on and the replacement is started again
  * after a delay that doubles with each failure in a row. So is one that dies soon after it
  * listened (a disk that fails every write stops each worker at its first write): replaced at once,
- * such workers would restart in a loop as fast as they start.
+ * such workers would restart in a loop as fast as they start. A worker whose store stopped (a sync
+ * that failed: the disk may have dropped what it was given) stops them all, with exit code 1: the
+ * other processes over the same SQLite file, and a replacement, would go on over a WAL index that
+ * counts as copied what may never have reached the disk, and a later checkpoint could let the WAL
+ * restart over it. Started again together, by the process's own supervisor, the first to open the
+ * file rebuilds that index from the WAL and checkpoints it whole (see openSqlitePlantStore).
  */
 export function supervise(
   { workers, port }: { workers: number; port: number },
@@ -100,6 +116,14 @@ export function supervise(
           'a new worker exited before it listened (see its output); starting another later',
         );
       }
+    });
+    cluster.on('message', (worker, message) => {
+      if (message !== STORE_STOPPED || stopping) return;
+      logger.fatal(
+        { worker: worker.process.pid },
+        "a worker's store can no longer write safely: stopping every worker",
+      );
+      stopAll(1);
     });
     hooks.onStopSignal((signal) => {
       logger.info({ signal }, 'stopping workers');

@@ -3,7 +3,7 @@ import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { createApp } from './app';
-import { supervise } from './cluster';
+import { reportStoreStopped, supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
@@ -228,9 +228,11 @@ function serve(
       stop(0);
     });
     // A store that can no longer write safely answers every write 503 until the process is restarted
-    // (by its supervisor, or the primary under WORKERS): stop, as after a signal, and exit with 1.
+    // by its supervisor: stop, as after a signal, and exit with 1; under WORKERS the primary then
+    // stops every worker, and exits with 1 too (see supervise).
     void store.stopped?.then((reason) => {
       logger.fatal({ err: reason }, 'the store can no longer write safely: stopping');
+      reportStoreStopped();
       stop(1);
     });
     server.once('error', reject).listen(config.port, config.host, () => {

@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import net from 'node:net';
 import { logLinesOf, waitFor, type LogLine } from '../support/log-lines';
+import { readSqlitePlantIds } from '../support/stored-plants';
 import {
   callApi,
   cleanupChildren,
@@ -138,7 +139,7 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     // The 10.5 s of serving, besides the starts of the primary, two workers and a replacement.
   }, 40_000);
 
-  it('with WORKERS=2, starts the workers that a failing disk stops soon after they listen with a doubling delay, and serves again once the disk is back', async () => {
+  it("with WORKERS=2, stops every worker and exits 1 once a worker's store stops on a failed sync, replacing none", async () => {
     const sqlitePath = tempSqlitePath();
     const failing = `${sqlitePath}.disk-fails`;
     const { server, token } = await startWithToken({
@@ -146,50 +147,86 @@ describe('several processes over one SQLite file (WAL mode)', () => {
       env: { WORKERS: '2', ...failingDiskEnv(failing), SHUTDOWN_TIMEOUT_MS: '1000' },
     });
     expect(await listeningWorkers(server, 2)).toHaveLength(2);
-    const delayed = () => logLinesOf(server).filter((line) => line['retryInMs'] !== undefined);
+    const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+    const answered: number[] = [];
     let id = 0;
-    /**
-     * A create of a new id: its status, or undefined when it got no answer (its worker stopped under
-     * it, or none was running: the primary closes the port while no worker listens).
-     */
-    const write = () =>
-      callApi(server, token, 'POST', '/plants', `{"id": ${++id}, "name": "p"}`).then(
-        (res) => res.status,
-        async () => {
-          await new Promise((resolve) => setTimeout(resolve, 50));
-          return undefined;
-        },
-      );
+    const write = async () => {
+      const plant = ++id;
+      const status = await callApi(
+        server,
+        token,
+        'POST',
+        '/plants',
+        `{"id": ${plant}, "name": "p"}`,
+      )
+        .then((res) => res.status)
+        .catch(() => undefined);
+      if (status === 200) answered.push(plant);
+      return status;
+    };
+    for (let i = 0; i < 20; i++) expect(await write()).toBe(200);
 
+    // The disk fails the next sync, the WAL's, of whichever worker commits first; the disk is back
+    // at once, so that a replacement, or the other worker, would go on writing.
     fs.writeFileSync(failing, '');
-    // Writes keep coming, as from clients: each worker stops at the first one it takes. Once both
-    // have stopped, the primary closes the port until the next worker listens, on the same port
-    // (PORT=0 here: the port the primary picked).
-    for (const deadline = Date.now() + 15_000; delayed().length < 3 && Date.now() < deadline;) {
-      await write();
+    const stopLine = () =>
+      logLinesOf(server).some(
+        (line) => line['message'] === 'the store can no longer write safely: stopping',
+      );
+    for (const deadline = Date.now() + 10_000; !stopLine() && Date.now() < deadline;) await write();
+    expect(stopLine()).toBe(true);
+    fs.rmSync(failing);
+    const code = await Promise.race([
+      exited,
+      new Promise((resolve) => setTimeout(() => resolve('still running'), 15_000)),
+    ]);
+    expect(code).toBe(1);
+
+    const lines = logLinesOf(server);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: 60,
+        message: "a worker's store can no longer write safely: stopping every worker",
+      }),
+    );
+    expect(lines.map((line) => line['message'])).not.toContainEqual(
+      expect.stringContaining('starting another'),
+    );
+    // Every write answered 200 is in the file.
+    expect(readSqlitePlantIds(sqlitePath)).toEqual(expect.arrayContaining(answered.map(BigInt)));
+  }, 40_000);
+
+  it('with WORKERS=2, starts the workers that die soon after they listen with a doubling delay, and serves on', async () => {
+    const { server, token } = await startWithToken({
+      sqlitePath: tempSqlitePath(),
+      env: { WORKERS: '2' },
+    });
+    let workers = await listeningWorkers(server, 2);
+    expect(workers).toHaveLength(2);
+    const delayed = () => logLinesOf(server).filter((line) => line['retryInMs'] !== undefined);
+    // Each replacement is killed as soon as it listens, well before it has served 10 s.
+    for (let killed = 1; killed <= 3; killed++) {
+      process.kill(workers[workers.length - 1]!, 'SIGKILL');
+      await waitFor('the replacement to be delayed', () => delayed().length === killed, 5000);
+      workers = await listeningWorkers(server, 2 + killed);
+      expect(workers).toHaveLength(2 + killed);
     }
-    const restarts: LogLine[] = delayed().slice(0, 3);
+    const restarts: LogLine[] = delayed();
     expect(restarts.map((line) => line['retryInMs'])).toEqual([500, 1000, 2000]);
     for (const line of restarts) {
       expect(line).toMatchObject({
         level: 50,
         message: 'a worker exited soon after it listened (see its output); starting another later',
-        code: 1,
+        signal: 'SIGKILL',
       });
       expect(line['servedMs']).toBeLessThan(10_000);
     }
-    const messages = logLinesOf(server).map((line) => line['message']);
-    expect(messages).not.toContain('worker exited; starting another');
-    expect(messages).toContain('the store can no longer write safely: stopping');
-
-    // The next worker started (after at most the last delay) writes again.
-    fs.rmSync(failing);
-    let status: number | undefined;
-    for (const deadline = Date.now() + 15_000; status !== 200 && Date.now() < deadline;) {
-      status = await write();
-      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    expect(status).toBe(200);
+    expect(logLinesOf(server).map((line) => line['message'])).not.toContain(
+      'worker exited; starting another',
+    );
+    expect((await callApi(server, token, 'POST', '/plants', '{"id": 1, "name": "p"}')).status).toBe(
+      200,
+    );
     expect(server.process.exitCode).toBeNull();
   }, 40_000);
 
