@@ -277,7 +277,7 @@ async function main(): Promise<number> {
 
   const sharedPort =
     config.workers > 1 && config.port === 0 ? await freePort(config.host) : config.port;
-  const store = await openStore(config.store);
+  const store = await openStore(config.store, { first: true });
   const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {
     await store.close();
     throw error;

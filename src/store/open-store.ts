@@ -6,8 +6,13 @@ import type * as SqliteStore from './sqlite/sqlite-plant-store';
 /**
  * Opens the store the configuration names: the embedded SQLite file by default, PostgreSQL when
  * configured. Only the chosen store's module is loaded: the pg driver alone took 70 ms of start-up.
+ * `first`: the service's first process, which opens the store alone (a single process, or the
+ * primary under WORKERS before any worker starts): SQLite's WAL is then checkpointed whole.
  */
-export async function openStore(config: StoreConfig): Promise<PlantStore> {
+export async function openStore(
+  config: StoreConfig,
+  { first = false }: { first?: boolean } = {},
+): Promise<PlantStore> {
   if (config.kind === 'postgres') {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen
     const postgres = require('./postgres/postgres-plant-store') as typeof PostgresStore;
@@ -15,5 +20,5 @@ export async function openStore(config: StoreConfig): Promise<PlantStore> {
   }
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen
   const sqlite = require('./sqlite/sqlite-plant-store') as typeof SqliteStore;
-  return sqlite.openSqlitePlantStore(config);
+  return sqlite.openSqlitePlantStore({ ...config, checkpointAtOpen: first });
 }

@@ -125,7 +125,14 @@ describe('a plant created right before the process is killed', () => {
 
     await first.kill();
     expect(first.process.signalCode).toBe('SIGKILL');
+    const wal = `${sqlitePath}-wal`;
+    expect(fs.statSync(wal).size).toBeGreaterThan(0);
     const second = await startServer({ sqlitePath, env });
+    // The start copied the WAL the kill left into the database file, synced, and emptied it.
+    expect(fs.statSync(wal).size).toBe(0);
+    const copy = `${sqlitePath}.copy`;
+    fs.copyFileSync(sqlitePath, copy);
+    expect(storedIds(copy)).toEqual(new Set([42]));
 
     expect(await deletePlant(second.baseUrl, token, '42')).toStrictEqual({
       status: 204,

@@ -219,6 +219,38 @@ describe('openSqlitePlantStore', () => {
       });
     });
 
+    it('with checkpointAtOpen, copies a WAL left behind into the database file and empties it before serving', async () => {
+      // Another connection keeps the file open, so that the first store's close leaves its WAL
+      // as a crash would: frames that only the WAL holds.
+      const first = open();
+      const other = inspect();
+      // A read opens the WAL's index, which the connection then holds until it closes.
+      expect(other.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(0);
+      for (let id = 1n; id <= 200n; id++) await first.createPlant({ id, name: `plant ${id}` });
+      await close(first);
+      const wal = `${file}-wal`;
+      const walBytes = fs.statSync(wal).size;
+      expect(walBytes).toBeGreaterThan(0);
+
+      // Without it, the WAL is left as it is.
+      await close(open());
+      expect(fs.statSync(wal).size).toBe(walBytes);
+
+      const store = openSqlitePlantStore({
+        path: file,
+        synchronous: 'FULL',
+        busyTimeoutMs: 1000,
+        checkpointAtOpen: true,
+      });
+      opened.push(store);
+      expect(fs.statSync(wal).size).toBe(0);
+      // Every plant is in the database file itself: a copy of it alone, without the WAL, has them.
+      const copy = path.join(dir, 'copy.sqlite');
+      fs.copyFileSync(file, copy);
+      expect(readSqlitePlants(copy)).toHaveLength(200);
+      expect(other.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(200);
+    });
+
     it('stores ids, names and tags exactly as given, and a refused duplicate changes nothing', async () => {
       const store = open();
       const name = 'Cafe\u0301 🌵 多肉植物 ' + String.fromCodePoint(0x1f331).repeat(100);
