@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, parseConfig, type StoreConfig } from '../src/config';
+import { errorText } from '../src/error-text';
 import {
   createTokensService,
   tokenName,
@@ -188,9 +189,7 @@ async function main(): Promise<number> {
     }
     // The store could not be reached or failed (DATABASE_URL down, a file that cannot be opened):
     // one line that says so, not a stack.
-    process.stderr.write(
-      `The token store failed: ${error instanceof Error ? error.message : String(error)}\n`,
-    );
+    process.stderr.write(`The token store failed: ${errorText(error)}\n`);
     return 1;
   }
 }

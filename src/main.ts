@@ -5,6 +5,7 @@ import pino from 'pino';
 import { createApp } from './app';
 import { reportStoreStopped, supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
+import { errorText } from './error-text';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines, PIPE_BUF } from './http/request-log';
@@ -164,9 +165,7 @@ function printDevelopmentToken(secret: string, url: string): void {
 
 /** A failed start, in plain text on stderr whatever LOG_LEVEL is. */
 function reportStartFailure(error: unknown): void {
-  process.stderr.write(
-    `The plant store failed to start: ${error instanceof Error ? error.message : String(error)}\n`,
-  );
+  process.stderr.write(`The plant store failed to start: ${errorText(error)}\n`);
 }
 
 /**

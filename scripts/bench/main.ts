@@ -32,6 +32,7 @@ import {
 } from './proc';
 import { alternatedLine, markdownReport, summarise } from './report';
 import { checkPostgres, defaultPostgresUrl, STORE_NAMES, type StoreName } from './stores';
+import { errorText } from '../../src/error-text';
 
 /** What `--only` matches to select the alternated SQLite FULL ÷ NORMAL comparison. */
 const ALTERNATED_ID = 'sqlite/full-vs-normal';
@@ -345,7 +346,7 @@ async function main(): Promise<number> {
       await checkPostgres(options.postgresUrl);
       postgres = await postgresVersion(options.postgresUrl);
     } catch (error) {
-      const reason = error instanceof Error ? error.message : String(error);
+      const reason = errorText(error);
       notes.push(
         `PostgreSQL skipped: ${options.postgresUrl.replace(/\/\/[^@/]*@/, '//***@')} is not reachable (${reason}).`,
       );
@@ -442,7 +443,7 @@ async function main(): Promise<number> {
         } catch (error) {
           failures++;
           process.stderr.write(
-            `[round ${round}/${options.rounds}] ${cell.id} FAILED: ${error instanceof Error ? error.message : String(error)}\n`,
+            `[round ${round}/${options.rounds}] ${cell.id} FAILED: ${errorText(error)}\n`,
           );
         }
       }
@@ -461,9 +462,7 @@ async function main(): Promise<number> {
         process.stderr.write(`${alternatedLine(alternated)}\n`);
       } catch (error) {
         failures++;
-        process.stderr.write(
-          `${ALTERNATED_ID} FAILED: ${error instanceof Error ? error.message : String(error)}\n`,
-        );
+        process.stderr.write(`${ALTERNATED_ID} FAILED: ${errorText(error)}\n`);
       }
     }
     const summaries = summarise(cells, measurements);
@@ -521,9 +520,7 @@ async function main(): Promise<number> {
       );
     } catch (error) {
       failures++;
-      process.stderr.write(
-        `profile of ${store} FAILED: ${error instanceof Error ? error.message : String(error)}\n`,
-      );
+      process.stderr.write(`profile of ${store} FAILED: ${errorText(error)}\n`);
     }
   }
   return failures === 0 ? 0 : 1;

@@ -4,6 +4,7 @@ import { parseArgs } from 'node:util';
 import YAML from 'yaml';
 import { findBreakingChanges } from './breaking-changes';
 import { node } from './openapi-walk';
+import { errorText } from '../../src/error-text';
 
 const USAGE = `Usage: npm run contract:breaking -- [--base REF] [--spec FILE]
 Compares FILE (default openapi.yaml) with the same file at REF. Without --base, REF is the newest
@@ -90,6 +91,6 @@ function main(argv: string[]): number {
 try {
   process.exitCode = main(process.argv.slice(2));
 } catch (error) {
-  console.error(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+  console.error(`${errorText(error)}\n\n${USAGE}`);
   process.exitCode = 2;
 }

@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import path from 'node:path';
 import createClient from 'openapi-fetch';
 import type { paths } from '../../generated/openapi';
 import {
@@ -7,6 +8,7 @@ import {
   createToken,
   developmentTokens,
   freePort,
+  PROJECT_ROOT,
   runServerToExit,
   runTokenCli,
   startServer,
@@ -234,6 +236,25 @@ describe('a production start', () => {
 
     expect(server.output()).not.toContain('development token');
     expect(await createPlantStatus(server.baseUrl, token, 3)).toBe(200);
+  });
+});
+
+describe('a PostgreSQL host of two addresses, each refusing', () => {
+  it('exits 1 at once and says why (the connection failed with an empty AggregateError)', async () => {
+    const preload = path.join(PROJECT_ROOT, 'test', 'support', 'two-address-dns.js');
+    const result = await runServerToExit({
+      sqlitePath: tempSqlitePath(),
+      env: {
+        DATABASE_URL: 'postgres://postgres@two-addresses.test:1/test',
+        NODE_OPTIONS: `--require ${preload}`,
+      },
+      timeoutMs: 10_000,
+    });
+
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'The plant store failed to start: connect ECONNREFUSED 127.0.0.1:1; connect ECONNREFUSED 127.0.0.2:1\n',
+    );
   });
 });
 

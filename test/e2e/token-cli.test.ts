@@ -3,6 +3,7 @@ import path from 'node:path';
 import Database from 'better-sqlite3';
 import {
   cleanupChildren,
+  PROJECT_ROOT,
   runTokenCli,
   startServer,
   tempSqlitePath,
@@ -299,6 +300,21 @@ describe('a token store that cannot be reached', () => {
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');
     expect(result.stderr).toMatch(/^The token store failed: .*ECONNREFUSED.*\n$/);
+  });
+
+  it('says why when the host has two addresses, each refusing (an empty AggregateError)', async () => {
+    const preload = path.join(PROJECT_ROOT, 'test', 'support', 'two-address-dns.js');
+    const result = await runTokenCli(['list'], {
+      DATABASE_URL: 'postgres://postgres@two-addresses.test:1/test',
+      NODE_OPTIONS: `--require ${preload}`,
+    });
+
+    expect(result).toStrictEqual({
+      code: 1,
+      stdout: '',
+      stderr:
+        'The token store failed: connect ECONNREFUSED 127.0.0.1:1; connect ECONNREFUSED 127.0.0.2:1\n',
+    });
   });
 });
 

@@ -1,0 +1,16 @@
+import { types } from 'node:util';
+
+/**
+ * What an error says, on one line: its message; or, when that is empty, its inner errors' messages
+ * (Node's AggregateError for a connection tried at each of a host's addresses, which the pg driver
+ * passes on as it is: a host of two addresses with PostgreSQL down gave an empty message), else
+ * its code, else its name. Errors of any realm count (types.isNativeError, not instanceof).
+ */
+export function errorText(error: unknown): string {
+  if (!types.isNativeError(error)) return String(error);
+  if (error.message !== '') return error.message;
+  const errors: unknown = (error as { errors?: unknown }).errors;
+  const inner = Array.isArray(errors) ? [...new Set(errors.map(errorText))] : [];
+  if (inner.length > 0) return inner.join('; ');
+  return (error as NodeJS.ErrnoException).code ?? error.name;
+}
