@@ -20,7 +20,8 @@ const STORE_STOPPED = 'plant-store: the store stopped';
  * then stops every worker (see supervise). Does nothing outside a cluster.
  */
 export function reportStoreStopped(): void {
-  if (cluster.isWorker) process.send?.(STORE_STOPPED);
+  // With a callback, a channel already closed (the primary gone) is not an uncaught 'error'.
+  if (cluster.isWorker) process.send?.(STORE_STOPPED, undefined, undefined, () => undefined);
 }
 
 /**

@@ -136,8 +136,10 @@ export function fitLogLine(line: string, maxBytes: number): string {
     // A string of a few characters saves nothing once it ends in the ellipsis.
     if (longest === undefined || longest.end - longest.start <= ELLIPSIS_BYTES) return line;
     let contentBytes = 0;
-    for (let at = longest.start; at < longest.end; at += unitAt(json, at).chars) {
-      contentBytes += unitAt(json, at).bytes;
+    for (let at = longest.start; at < longest.end;) {
+      const unit = unitAt(json, at);
+      contentBytes += unit.bytes;
+      at += unit.chars;
     }
     // Keep the longest run of whole units that leaves room for the ellipsis and the excess.
     const keepBytes = contentBytes - (bytes - budget) - ELLIPSIS_BYTES;
