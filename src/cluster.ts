@@ -1,4 +1,4 @@
-import cluster from 'node:cluster';
+import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from './logger';
 
 /** What the primary tells the process around it, and learns from it. */
@@ -14,6 +14,8 @@ export interface SupervisorHooks {
 
 /** What a worker sends the primary once its store has stopped (see reportStoreStopped). */
 const STORE_STOPPED = 'plant-store: the store stopped';
+/** What the primary then sends every worker (see onStopLeavingStore). */
+const STOP_LEAVING_STORE = 'plant-store: stop, leaving the store as it is';
 
 /**
  * Tells the primary that this worker's store has stopped for good (a failed sync): the primary
@@ -22,6 +24,18 @@ const STORE_STOPPED = 'plant-store: the store stopped';
 export function reportStoreStopped(): void {
   // With a callback, a channel already closed (the primary gone) is not an uncaught 'error'.
   if (cluster.isWorker) process.send?.(STORE_STOPPED, undefined, undefined, () => undefined);
+}
+
+/**
+ * Calls `stop` in a worker when the primary says another worker's store stopped: the worker is to
+ * drain and exit without closing its store, whose close, the file's last, would checkpoint the WAL
+ * and delete it (see supervise). Does nothing outside a cluster.
+ */
+export function onStopLeavingStore(stop: () => void): void {
+  if (!cluster.isWorker) return;
+  process.on('message', (message) => {
+    if (message === STOP_LEAVING_STORE) stop();
+  });
 }
 
 /**
@@ -50,8 +64,10 @@ const SERVED_WELL_MS = 10_000;
  * that failed: the disk may have dropped what it was given) stops them all, with exit code 1: the
  * other processes over the same SQLite file, and a replacement, would go on over a WAL index that
  * counts as copied what may never have reached the disk, and a later checkpoint could let the WAL
- * restart over it. Started again together, by the process's own supervisor, the first to open the
- * file rebuilds that index from the WAL and checkpoints it whole (see openSqlitePlantStore).
+ * restart over it. Each drains and exits without closing its store: the file's last close would
+ * checkpoint the WAL and delete it. Started again together, by the process's own supervisor, the
+ * first to open the file rebuilds that index from the WAL and checkpoints it whole (see
+ * openSqlitePlantStore).
  */
 export function supervise(
   { workers, port }: { workers: number; port: number },
@@ -73,16 +89,37 @@ export function supervise(
     return retryInMs;
   };
   return new Promise<number>((resolve) => {
-    const stopAll = (code: number) => {
-      stopping = true;
-      const workers = Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
-      let running = workers.length;
-      if (running === 0) resolve(code);
+    let exitCode = 0;
+    const running = () =>
+      Object.values(cluster.workers ?? {}).filter((worker) => worker !== undefined);
+    /**
+     * Stops every worker: with SIGTERM, or, given the worker whose store stopped, every other
+     * with a message that has each that listens drain and exit without closing its store (those
+     * already draining too; one still starting, which may not hear it yet, gets SIGTERM); resolves
+     * with the highest code asked for once all have exited.
+     */
+    const stopAll = (code: number, storeStoppedIn?: Worker) => {
+      exitCode = Math.max(exitCode, code);
+      const leavingStores = storeStoppedIn !== undefined;
+      const workers = running().filter((worker) => worker !== storeStoppedIn);
       for (const worker of workers) {
+        if (leavingStores && listenedAt.has(worker.id)) {
+          worker.send(STOP_LEAVING_STORE, undefined, (error) => {
+            if (error !== null) worker.process.kill('SIGTERM');
+          });
+        } else if (!stopping || leavingStores) {
+          worker.process.kill('SIGTERM');
+        }
+      }
+      if (stopping) return;
+      stopping = true;
+      const all = running();
+      let left = all.length;
+      if (left === 0) resolve(exitCode);
+      for (const worker of all) {
         worker.once('exit', () => {
-          if (--running === 0) resolve(code);
+          if (--left === 0) resolve(exitCode);
         });
-        worker.process.kill('SIGTERM');
       }
     };
     cluster.on('listening', (worker, address) => {
@@ -119,12 +156,12 @@ export function supervise(
       }
     });
     cluster.on('message', (worker, message) => {
-      if (message !== STORE_STOPPED || stopping) return;
+      if (message !== STORE_STOPPED) return;
       logger.fatal(
         { worker: worker.process.pid },
         "a worker's store can no longer write safely: stopping every worker",
       );
-      stopAll(1);
+      stopAll(1, worker);
     });
     hooks.onStopSignal((signal) => {
       logger.info({ signal }, 'stopping workers');

@@ -3,7 +3,7 @@ import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { createApp } from './app';
-import { reportStoreStopped, supervise } from './cluster';
+import { onStopLeavingStore, reportStoreStopped, supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
 import { errorText } from './error-text';
 import { connectionCounts } from './http/connections';
@@ -201,13 +201,15 @@ function serve(
   metrics?.watchConnections(() => connectionCounts(server));
   return new Promise<number>((resolve, reject) => {
     let exitCode = 0;
+    /** Whether to exit without closing the store (onStopLeavingStore), read once drained. */
+    let leaveStore = false;
     const stop = (code: number) => {
       // A store that stops during a signal's drain still makes the exit a failure.
       exitCode = Math.max(exitCode, code);
       if (shuttingDown) return;
       shuttingDown = true;
       closeGracefully(server, config.http.shutdownTimeoutMs)
-        .then(() => store.close())
+        .then(() => (leaveStore ? undefined : store.close()))
         // The lines of the requests that finished during the drain come before the last one.
         .finally(flushRequestLines)
         .then(
@@ -232,6 +234,11 @@ function serve(
     void store.stopped?.then((reason) => {
       logger.fatal({ err: reason }, 'the store can no longer write safely: stopping');
       reportStoreStopped();
+      stop(1);
+    });
+    onStopLeavingStore(() => {
+      logger.fatal("another worker's store can no longer write safely: stopping");
+      leaveStore = true;
       stop(1);
     });
     server.once('error', reject).listen(config.port, config.host, () => {

@@ -251,6 +251,8 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
     expect(fatal).toHaveLength(1);
     expect(fatal[0]).toMatchObject({ level: 60, err: { message: expect.any(String) } });
     expect(JSON.stringify(fatal[0])).toContain('EIO');
+    // The store was not closed: the WAL is left for the restart to recover from.
+    expect(fs.statSync(`${sqlitePath}-wal`).size).toBeGreaterThan(0);
 
     fs.rmSync(failing);
     const restarted = await startServer({ sqlitePath });

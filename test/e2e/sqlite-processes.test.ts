@@ -192,6 +192,14 @@ describe('several processes over one SQLite file (WAL mode)', () => {
     expect(lines.map((line) => line['message'])).not.toContainEqual(
       expect.stringContaining('starting another'),
     );
+    // No worker closed its store: the WAL is left for the next start to recover from.
+    expect(fs.statSync(`${sqlitePath}-wal`).size).toBeGreaterThan(0);
+    expect(lines).toContainEqual(
+      expect.objectContaining({
+        level: 60,
+        message: "another worker's store can no longer write safely: stopping",
+      }),
+    );
     // Every write answered 200 is in the file.
     expect(readSqlitePlantIds(sqlitePath)).toEqual(expect.arrayContaining(answered.map(BigInt)));
   }, 40_000);

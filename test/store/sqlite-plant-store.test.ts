@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import { StoreUnavailableError, type PlantStore } from '../../src/store/plant-store';
 import { sqliteMigrations } from '../../src/store/sqlite/migrations';
 import {
+  createSqlitePlantStore,
   openSqlitePlantStore,
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
@@ -249,6 +250,49 @@ describe('openSqlitePlantStore', () => {
       fs.copyFileSync(file, copy);
       expect(readSqlitePlants(copy)).toHaveLength(200);
       expect(other.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(200);
+    });
+
+    it('with checkpointAtOpen, refuses to open while another connection keeps the checkpoint from ending', async () => {
+      const first = open();
+      await first.createPlant({ id: 1n, name: 'in the WAL' });
+      // A read transaction holds a snapshot, which the checkpoint may not overwrite.
+      const other = inspect();
+      other.prepare('BEGIN').run();
+      expect(other.prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(1);
+      await first.createPlant({ id: 2n, name: 'after the snapshot' });
+
+      expect(() =>
+        openSqlitePlantStore({
+          path: file,
+          synchronous: 'FULL',
+          busyTimeoutMs: 50,
+          checkpointAtOpen: true,
+        }),
+      ).toThrow(`Another connection to ${file} kept its WAL from being checkpointed at start`);
+      other.prepare('COMMIT').run();
+    });
+
+    it('leaves its WAL as it is at close once a failed sync stopped it, for the next start to recover', async () => {
+      await close(open());
+      const db = new Database(file, { fileMustExist: true });
+      db.pragma('synchronous = NORMAL');
+      let failing = false;
+      const eio = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
+      const store = createSqlitePlantStore(db, {
+        sync: (done) => done(failing ? eio : null),
+        close: () => undefined,
+      });
+      await store.createPlant({ id: 1n, name: 'synced' });
+      failing = true;
+      await expect(store.createPlant({ id: 2n, name: 'not synced' })).rejects.toBeInstanceOf(
+        StoreUnavailableError,
+      );
+
+      await store.close();
+      // Closed, the file's last connection would have checkpointed the WAL and deleted it.
+      expect(fs.statSync(`${file}-wal`).size).toBeGreaterThan(0);
+      expect(inspect().prepare('SELECT COUNT(*) FROM plants').pluck().get()).toBe(2);
+      db.close();
     });
 
     it('stores ids, names and tags exactly as given, and a refused duplicate changes nothing', async () => {

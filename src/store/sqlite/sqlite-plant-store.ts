@@ -122,8 +122,9 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     // file as the kernel gives it, which may hold pages that never reached the disk (a failed
     // fdatasync leaves them in the page cache, no longer dirty). Copied into the database file,
     // synced, and the WAL emptied, all of it is on disk before a write is answered, and no later
-    // write sits behind those frames in the WAL. It throws if the sync fails: the start fails.
-    if (options.checkpointAtOpen === true) db.pragma('wal_checkpoint(TRUNCATE)');
+    // write sits behind those frames in the WAL. If the sync fails, or another connection keeps
+    // the checkpoint from ending, the start fails.
+    if (options.checkpointAtOpen === true) checkpointWhole(db, options.path);
     const file = mainDatabaseFile(db);
     if (options.synchronous === 'FULL') walSync = openWalSync(file);
     return createSqlitePlantStore(
@@ -140,6 +141,21 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     db.close();
     walSync?.close();
     throw error;
+  }
+}
+
+/**
+ * Copies the whole WAL into the database file, syncs it and empties the WAL, or throws: when
+ * another connection holds a snapshot or the write lock past the busy time-out (a token CLI, a
+ * `sqlite3` shell), SQLite answers busy rather than fail, and the start would go on over a WAL
+ * not yet on disk in the database file.
+ */
+function checkpointWhole(db: Database.Database, file: string): void {
+  const [result] = db.pragma('wal_checkpoint(TRUNCATE)') as { busy: number }[];
+  if (result?.busy !== 0) {
+    throw new Error(
+      `Another connection to ${file} kept its WAL from being checkpointed at start; stop it and start again.`,
+    );
   }
 }
 
@@ -207,11 +223,13 @@ export function createSqlitePlantStore(
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
+  let stoppedForGood = false;
   const { write, settle, totals, stopped, assertWriting } = createGroupCommit(
     db,
     walSync?.sync,
     checkpoints,
   );
+  void stopped.then(() => (stoppedForGood = true));
   // The token change watch: data_version moves when another connection (another process, the token
   // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
   let seenDataVersion = dataVersion.get() as number;
@@ -264,6 +282,11 @@ export function createSqlitePlantStore(
       async close() {
         await settle();
         await checkpoints?.close();
+        // Stopped on a failed sync, the store leaves its connection, and the descriptors whose
+        // close would drop SQLite's locks, to the process's exit: closed, the file's last
+        // connection checkpoints the WAL and deletes it, over copies that may not be on disk.
+        // Left as it is, the WAL is what the next start recovers from (see openSqlitePlantStore).
+        if (stoppedForGood) return;
         db.close();
         checkpoints?.release();
         walSync?.close();
