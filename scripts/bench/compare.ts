@@ -20,6 +20,7 @@ import { hasTaskset, pinSelf } from './proc';
 import { median } from './report';
 import { describeEstimate, runSlices, type RatioEstimate } from './slices';
 import { defaultPostgresUrl } from './stores';
+import { errorText } from '../../src/error-text';
 
 const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --base DIR        the project (built: dist/) measured as A
@@ -139,6 +140,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof Error ? error.message : error);
+  console.error(errorText(error));
   process.exitCode = 1;
 });

@@ -64,7 +64,7 @@ async function createPlantsUntil(
  * exit writes within its 5 s (a full pipe makes each process wait 100 ms before it writes again).
  */
 const LONG_PATH_CONCURRENCY = 2;
-const LONG_PATH_PAUSE_MS = 25;
+const LONG_PATH_PAUSE_MS = 50;
 
 /** Every 400 answered to a DELETE whose path is kilobytes long, by its X-Request-Id. */
 async function requestLongPathsUntil(
@@ -173,7 +173,7 @@ describe('WORKERS=2 with standard output a pipe (a container runtime collecting 
     });
     const longest = Math.max(...lines.map((line) => Buffer.byteLength(line) + 1));
     expect(longest).toBeLessThanOrEqual(4096);
-    expect(result.paths.size).toBeGreaterThan(50);
+    expect(result.paths.size).toBeGreaterThan(30);
     const longLines = requestLinesOf(entries, 'deletePlant');
     expect(longLines.map((entry) => entry['reqId']).sort()).toEqual(
       [...result.paths.keys()].sort(),
