@@ -2,7 +2,7 @@ import { isDeepStrictEqual } from 'node:util';
 import {
   createTestSchema,
   describeWithPostgres,
-  TEST_DATABASE_URL,
+  testDatabasePort,
   type TestSchema,
 } from '../support/postgres';
 import {
@@ -27,9 +27,7 @@ let token: string;
 
 beforeEach(async () => {
   schema = await createTestSchema();
-  proxy = await startTcpProxy(
-    Number(new URL(TEST_DATABASE_URL ?? 'postgres://x:5432').port || 5432),
-  );
+  proxy = await startTcpProxy(testDatabasePort());
   const url = new URL(schema.url);
   url.host = `127.0.0.1:${proxy.port}`;
   ({ server, token } = await startWithToken({

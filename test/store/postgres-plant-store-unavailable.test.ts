@@ -8,7 +8,7 @@ import {
 import {
   createTestSchema,
   describeWithPostgres,
-  TEST_DATABASE_URL,
+  testDatabasePort,
   type TestSchema,
 } from '../support/postgres';
 import { createTestDatabase, type TestDatabase } from '../support/postgres-database';
@@ -28,30 +28,25 @@ async function outcomes(calls: Promise<unknown>[]): Promise<unknown[]> {
 
 describe('PostgreSQL store: which failures are unavailable (503), not bugs (500)', () => {
   it.each([
-    ['25006', 'read_only_sql_transaction: a standby, or a database set read-only'],
-    ['57000', 'operator_intervention'],
-    ['57014', 'query_canceled: the statement time-out'],
-    ['57P01', 'admin_shutdown'],
-    ['57P03', 'cannot_connect_now: starting up or recovering'],
-    ['57P05', 'idle_session_timeout'],
-    ['58000', 'system_error'],
-    ['58030', 'io_error'],
-    ['55P03', 'lock_not_available: the lock time-out'],
-    ['08P01', "protocol_violation, as PgBouncer's errors are"],
-    ['53300', 'too_many_connections'],
-  ])('SQLSTATE %s (%s) is unavailable', (code) => {
-    expect(isUnavailable(Object.assign(new Error('from the server'), { code }))).toBe(true);
-  });
-
-  it.each([
-    ['57P04', 'database_dropped'],
-    ['58P01', 'undefined_file'],
-    ['23505', 'unique_violation'],
-    ['22P05', 'untranslatable_character'],
-    ['28P01', 'invalid_password'],
-    ['42P05', 'duplicate_prepared_statement'],
-  ])('SQLSTATE %s (%s) is not', (code) => {
-    expect(isUnavailable(Object.assign(new Error('from the server'), { code }))).toBe(false);
+    ['25006', 'read_only_sql_transaction: a standby, or a database set read-only', true],
+    ['57000', 'operator_intervention', true],
+    ['57014', 'query_canceled: the statement time-out', true],
+    ['57P01', 'admin_shutdown', true],
+    ['57P03', 'cannot_connect_now: starting up or recovering', true],
+    ['57P05', 'idle_session_timeout', true],
+    ['58000', 'system_error', true],
+    ['58030', 'io_error', true],
+    ['55P03', 'lock_not_available: the lock time-out', true],
+    ['08P01', "protocol_violation, as PgBouncer's errors are", true],
+    ['53300', 'too_many_connections', true],
+    ['57P04', 'database_dropped', false],
+    ['58P01', 'undefined_file', false],
+    ['23505', 'unique_violation', false],
+    ['22P05', 'untranslatable_character', false],
+    ['28P01', 'invalid_password', false],
+    ['42P05', 'duplicate_prepared_statement', false],
+  ])('SQLSTATE %s (%s) is unavailable: %p', (code, _name, unavailable) => {
+    expect(isUnavailable(Object.assign(new Error('from the server'), { code }))).toBe(unavailable);
   });
 
   it.each([
@@ -76,10 +71,7 @@ describeWithPostgres('PostgreSQL store: when the database cannot take a request'
     beforeEach(async () => {
       schema = await createTestSchema();
       // Not the server's own port: the socket file's name must come from the URL.
-      proxy = await startUnixSocketProxy(
-        Number(new URL(TEST_DATABASE_URL as string).port || 5432),
-        15432,
-      );
+      proxy = await startUnixSocketProxy(testDatabasePort(), 15432);
       // The query's host and port take the place of the URL's.
       const url = new URL(schema.url);
       url.searchParams.set('host', proxy.dir);

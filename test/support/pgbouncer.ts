@@ -2,7 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { TEST_DATABASE_URL } from './postgres';
+import { TEST_DATABASE_URL, testDatabasePort } from './postgres';
 import { freePort } from './server-process';
 
 /** The pgbouncer program (Debian's package puts it in /usr/sbin), or undefined. */
@@ -70,7 +70,7 @@ export async function startPgBouncer(database: string): Promise<PgBouncer> {
   const ini = path.join(dir, 'pgbouncer.ini');
   const target = [
     `host=${server.hostname || '127.0.0.1'}`,
-    `port=${server.port || '5432'}`,
+    `port=${testDatabasePort()}`,
     `dbname=${database}`,
     `user=${user}`,
     ...(password === '' ? [] : [`password=${password}`]),

@@ -9,6 +9,12 @@ if (TEST_DATABASE_URL === undefined && process.env['CI'] === 'true') {
   throw new Error('CI must run the PostgreSQL tests: set PLANT_STORE_TEST_DATABASE_URL.');
 }
 
+/** The port of the test database's server: the URL's, or PostgreSQL's default. */
+export function testDatabasePort(): number {
+  if (TEST_DATABASE_URL === undefined) throw new Error('PLANT_STORE_TEST_DATABASE_URL is not set');
+  return Number(new URL(TEST_DATABASE_URL).port || 5432);
+}
+
 /** `describe`, or `describe.skip` when no test database is configured. */
 export const describeWithPostgres = TEST_DATABASE_URL === undefined ? describe.skip : describe;
 

@@ -16,6 +16,8 @@ export interface GroupCommit {
   readonly stopped: Promise<StoreUnavailableError>;
   /** Throws that error once a sync has failed. */
   assertWriting(): void;
+  /** Whether a sync has failed, from that moment on. */
+  hasStopped(): boolean;
 }
 
 /** Makes what is committed so far durable, off the event loop, then calls back (with an error if it could not). */
@@ -103,5 +105,6 @@ export function createGroupCommit(
     totals,
     stopped,
     assertWriting,
+    hasStopped: () => failure !== undefined,
   };
 }

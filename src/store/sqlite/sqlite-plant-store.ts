@@ -223,13 +223,11 @@ export function createSqlitePlantStore(
     .pluck();
   const ping = db.prepare('SELECT 1').pluck();
   const dataVersion = db.prepare('PRAGMA data_version').pluck();
-  let stoppedForGood = false;
-  const { write, settle, totals, stopped, assertWriting } = createGroupCommit(
+  const { write, settle, totals, stopped, assertWriting, hasStopped } = createGroupCommit(
     db,
     walSync?.sync,
     checkpoints,
   );
-  void stopped.then(() => (stoppedForGood = true));
   // The token change watch: data_version moves when another connection (another process, the token
   // CLI) commits anything; this connection's own token writes move tokenEpoch directly.
   let seenDataVersion = dataVersion.get() as number;
@@ -286,7 +284,7 @@ export function createSqlitePlantStore(
         // close would drop SQLite's locks, to the process's exit: closed, the file's last
         // connection checkpoints the WAL and deletes it, over copies that may not be on disk.
         // Left as it is, the WAL is what the next start recovers from (see openSqlitePlantStore).
-        if (stoppedForGood) return;
+        if (hasStopped()) return;
         db.close();
         checkpoints?.release();
         walSync?.close();
