@@ -137,6 +137,7 @@ function readStore(read: Reader): StoreConfig {
     path: read.string('SQLITE_PATH', './data/plants.sqlite'),
     synchronous: read.oneOf<SqliteSynchronous>('SQLITE_SYNCHRONOUS', 'FULL', ['FULL', 'NORMAL']),
     busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
+    syncTimeoutMs: read.integer('SQLITE_SYNC_TIMEOUT_MS', 10_000, 0, 600_000),
   };
   // An in-memory database cannot be in WAL mode, which the group commit syncs (see the store).
   if (sqlite.path === ':memory:') read.problems.push('SQLITE_PATH must be a file, not ":memory:"');

@@ -18,7 +18,13 @@ const DEFAULTS: Config = {
   bodyLimitBytes: 65536,
   validateResponses: false,
   workers: 1,
-  store: { kind: 'sqlite', path: './data/plants.sqlite', synchronous: 'FULL', busyTimeoutMs: 1000 },
+  store: {
+    kind: 'sqlite',
+    path: './data/plants.sqlite',
+    synchronous: 'FULL',
+    busyTimeoutMs: 1000,
+    syncTimeoutMs: 10_000,
+  },
   log: { level: 'info', format: 'auto' },
   metrics: true,
   corsOrigins: [],
@@ -69,6 +75,7 @@ describe('parseConfig', () => {
           SQLITE_PATH: '/var/lib/plants/plants.sqlite',
           SQLITE_SYNCHRONOUS: 'NORMAL',
           SQLITE_BUSY_TIMEOUT_MS: '250',
+          SQLITE_SYNC_TIMEOUT_MS: '30000',
           WORKERS: '3',
           LOG_LEVEL: 'debug',
           LOG_FORMAT: 'json',
@@ -99,6 +106,7 @@ describe('parseConfig', () => {
           path: '/var/lib/plants/plants.sqlite',
           synchronous: 'NORMAL',
           busyTimeoutMs: 250,
+          syncTimeoutMs: 30_000,
         },
         log: { level: 'debug', format: 'json' },
         metrics: false,
@@ -176,6 +184,15 @@ describe('parseConfig', () => {
       ['normal', 'NORMAL'],
     ])('accepts SQLITE_SYNCHRONOUS=%s as %s', (value, synchronous) => {
       expect(parseConfig({ SQLITE_SYNCHRONOUS: value }).store).toMatchObject({ synchronous });
+    });
+
+    it('reads SQLITE_SYNC_TIMEOUT_MS=0 as no deadline for the WAL sync, and refuses -1', () => {
+      expect(parseConfig({ SQLITE_SYNC_TIMEOUT_MS: '0' }).store).toMatchObject({
+        syncTimeoutMs: 0,
+      });
+      expect(configErrorOf({ SQLITE_SYNC_TIMEOUT_MS: '-1' }).problems).toStrictEqual([
+        'SQLITE_SYNC_TIMEOUT_MS must be an integer from 0 to 600000, not "-1"',
+      ]);
     });
 
     it.each([

@@ -82,19 +82,19 @@ interface Movement {
 }
 
 /**
- * Closes a connection on which nothing moves while a request is in progress (no byte read, no
- * byte of its answer taken) for `timeoutMs`, unless the server itself is still working on it (the
+ * Closes a connection on which nothing moves while a request is in progress (no byte read, no byte
+ * of its answer taken) for `timeoutMs`, unless the server itself is still working on it (the
  * request has arrived whole, and its answer has not begun: waiting for the store, whose own
  * time-outs bound the wait, PG_CONNECT_TIMEOUT_MS and PG_STATEMENT_TIMEOUT_MS over PostgreSQL, and
- * SQLITE_BUSY_TIMEOUT_MS over SQLite). Above all a client that stops reading its answers:
- * the answer, and the pipelined requests behind it, waited in memory for as long as the client
- * kept the connection open, with no end (REQUEST_TIMEOUT_MS ends a request still arriving, and
- * KEEP_ALIVE_TIMEOUT_MS a connection between requests, not this one). A write moves when the kernel
- * takes more of it: libuv's queue of the connection's writes (`writeQueueSize`, which node:net's
- * own socket time-out reads for the same purpose) shrinks. The connections are looked at once a
- * second, as node:http looks at its time-outs, so that a request pays nothing for it (node:net's
- * socket time-out, set and refreshed on every request, read and write, cost 1.5% of the
- * requests), and those closed are counted and logged once for many.
+ * SQLITE_BUSY_TIMEOUT_MS and SQLITE_SYNC_TIMEOUT_MS over SQLite). Above all a client that stops
+ * reading its answers: the answer, and the pipelined requests behind it, waited in memory for as
+ * long as the client kept the connection open, with no end (REQUEST_TIMEOUT_MS ends a request still
+ * arriving, and KEEP_ALIVE_TIMEOUT_MS a connection between requests, not this one). A write moves
+ * when the kernel takes more of it: libuv's queue of the connection's writes (`writeQueueSize`,
+ * which node:net's own socket time-out reads for the same purpose) shrinks. The connections are
+ * looked at once a second, as node:http looks at its time-outs, so that a request pays nothing for
+ * it (node:net's socket time-out, set and refreshed on every request, read and write, cost 1.5% of
+ * the requests), and those closed are counted and logged once for many.
  */
 function closeInactive(
   server: http.Server,

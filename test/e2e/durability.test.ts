@@ -5,6 +5,7 @@ import {
   cleanupChildren,
   createToken,
   failingDiskEnv,
+  hangingDiskEnv,
   startServer,
   tempSqlitePath,
   type ChildEnv,
@@ -43,6 +44,25 @@ function countStatuses(answers: readonly Answer[]): Record<number, number> {
 }
 
 /**
+ * A server (FULL) over a new SQLite file whose disk the file `flag` drives (`diskEnv` gives the
+ * environment that makes it so), with `env` besides; a token for it, and its exit code to come.
+ * Given `flagFromStart`, the flag exists from the start with that content.
+ */
+async function startOnDisk(
+  diskEnv: (flag: string) => ChildEnv,
+  env: ChildEnv,
+  flagFromStart?: string,
+) {
+  const sqlitePath = tempSqlitePath();
+  const flag = `${sqlitePath}.disk-flag`;
+  const token = await createToken(sqlitePath, 'e2e');
+  if (flagFromStart !== undefined) fs.writeFileSync(flag, flagFromStart);
+  const server = await startServer({ sqlitePath, env: { ...diskEnv(flag), ...env } });
+  const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
+  return { sqlitePath, flag, token, server, exited };
+}
+
+/**
  * A server (FULL) over a new SQLite file whose fdatasyncs fail while the file `failing` exists,
  * or only those of files whose path ends with `ofFilesEndingWith`; a token for it, and its exit
  * code to come. With `failingFromStart`, the disk fails from the start.
@@ -52,19 +72,12 @@ async function startOnFailingDisk(options: {
   ofFilesEndingWith?: string;
   failingFromStart?: boolean;
 }) {
-  const sqlitePath = tempSqlitePath();
-  const failing = `${sqlitePath}.disk-fails`;
-  const token = await createToken(sqlitePath, 'e2e');
-  if (options.failingFromStart === true) fs.writeFileSync(failing, '');
-  const server = await startServer({
-    sqlitePath,
-    env: {
-      ...failingDiskEnv(failing, options.ofFilesEndingWith),
-      SHUTDOWN_TIMEOUT_MS: String(options.shutdownTimeoutMs),
-    },
-  });
-  const exited = new Promise<number | null>((resolve) => server.process.once('exit', resolve));
-  return { sqlitePath, failing, token, server, exited };
+  const { flag, ...started } = await startOnDisk(
+    (failing) => failingDiskEnv(failing, options.ofFilesEndingWith),
+    { SHUTDOWN_TIMEOUT_MS: String(options.shutdownTimeoutMs) },
+    options.failingFromStart === true ? '' : undefined,
+  );
+  return { ...started, failing: flag };
 }
 
 /** The lines in which the server says its store can no longer write safely. */
@@ -108,6 +121,26 @@ async function createInOrder(server: RunningServer, token: string, lastId: numbe
  */
 function storedIds(sqlitePath: string): Set<number> {
   return new Set(readSqlitePlantIds(sqlitePath).map(Number));
+}
+
+/**
+ * Restarts a server over the file and checks that it writes again: the plant `storedId`, answered
+ * 200 before, is there to delete, and a plant with the free id `newId` is created.
+ */
+async function expectWritesAfterRestart(
+  sqlitePath: string,
+  token: string,
+  storedId: string,
+  newId: number,
+): Promise<void> {
+  const restarted = await startServer({ sqlitePath });
+  expect(await deletePlant(restarted.baseUrl, token, storedId)).toStrictEqual({
+    status: 204,
+    body: undefined,
+  });
+  expect(
+    await postRaw(restarted.baseUrl, token, `{"id": ${newId}, "name": "after"}`),
+  ).toStrictEqual({ status: 200, body: { name: 'after' } });
 }
 
 afterEach(cleanupChildren);
@@ -255,15 +288,7 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
     expect(fs.statSync(`${sqlitePath}-wal`).size).toBeGreaterThan(0);
 
     fs.rmSync(failing);
-    const restarted = await startServer({ sqlitePath });
-    expect(await deletePlant(restarted.baseUrl, token, '1')).toStrictEqual({
-      status: 204,
-      body: undefined,
-    });
-    expect(await postRaw(restarted.baseUrl, token, '{"id": 3, "name": "after"}')).toStrictEqual({
-      status: 200,
-      body: { name: 'after' },
-    });
+    await expectWritesAfterRestart(sqlitePath, token, '1', 3);
   });
 });
 
@@ -298,15 +323,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
     expect(stored.size).toBeLessThanOrEqual(answered.length + unanswered.length);
 
     fs.rmSync(failing);
-    const restarted = await startServer({ sqlitePath });
-    expect(await deletePlant(restarted.baseUrl, token, String(answered.at(-1)))).toStrictEqual({
-      status: 204,
-      body: undefined,
-    });
-    expect(await postRaw(restarted.baseUrl, token, '{"id": 0, "name": "after"}')).toStrictEqual({
-      status: 200,
-      body: { name: 'after' },
-    });
+    await expectWritesAfterRestart(sqlitePath, token, String(answered.at(-1)), 0);
   }, 120_000);
 
   it('stops as soon as the thread reports the failed sync, though no write follows it', async () => {
@@ -368,4 +385,92 @@ describe('a server whose WAL sync fails while a signal waits for a write in flig
     expect(await exited).toBe(1);
     expect(storeStops(server)).toHaveLength(1);
   });
+});
+
+describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', () => {
+  const unavailable = {
+    status: 503,
+    body: { error: 503, message: 'The store is unavailable; try again shortly.' },
+  };
+
+  it('answers the write whose WAL sync is overdue 503, and exits 1 while the disk still hangs', async () => {
+    const { sqlitePath, flag, token, server, exited } = await startOnDisk(hangingDiskEnv, {
+      SQLITE_SYNC_TIMEOUT_MS: '1000',
+      SHUTDOWN_TIMEOUT_MS: '2000',
+    });
+    expect(await postRaw(server.baseUrl, token, '{"id": 1, "name": "before"}')).toStrictEqual({
+      status: 200,
+      body: { name: 'before' },
+    });
+
+    fs.writeFileSync(flag, ''); // every fdatasync from now on waits until the flag is gone
+    const sent = performance.now();
+    expect(await postRaw(server.baseUrl, token, '{"id": 2, "name": "during"}')).toStrictEqual(
+      unavailable,
+    );
+    // Not before the deadline: a slow sync is waited for (the test below).
+    expect(performance.now() - sent).toBeGreaterThanOrEqual(1000);
+
+    // The sync is still stuck, and the process exits all the same.
+    expect(await exited).toBe(1);
+    expect(fs.existsSync(flag)).toBe(true);
+    const fatal = storeStops(server);
+    expect(fatal).toHaveLength(1);
+    expect(JSON.stringify(fatal[0])).toContain(
+      'did not return within 1000 ms (SQLITE_SYNC_TIMEOUT_MS)',
+    );
+    // The store was not closed: the WAL is left for the restart to recover from.
+    expect(fs.statSync(`${sqlitePath}-wal`).size).toBeGreaterThan(0);
+
+    fs.rmSync(flag);
+    await expectWritesAfterRestart(sqlitePath, token, '1', 3);
+  });
+
+  it('waits for a sync that returns within the deadline, and goes on serving', async () => {
+    const { flag, token, server } = await startOnDisk(hangingDiskEnv, {
+      SQLITE_SYNC_TIMEOUT_MS: '5000',
+    });
+    fs.writeFileSync(flag, '');
+    let answered = false;
+    const during = postRaw(server.baseUrl, token, '{"id": 1, "name": "during"}').finally(
+      () => (answered = true),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(answered).toBe(false);
+
+    fs.rmSync(flag);
+    expect(await during).toStrictEqual({ status: 200, body: { name: 'during' } });
+    expect(await postRaw(server.baseUrl, token, '{"id": 2, "name": "after"}')).toStrictEqual({
+      status: 200,
+      body: { name: 'after' },
+    });
+    expect(storeStops(server)).toEqual([]);
+    expect(server.process.exitCode).toBeNull();
+  });
+
+  it('exits 1 without waiting for a checkpoint whose sync of the database file hangs too', async () => {
+    // The database file's syncs hang from the start: the checkpoint thread's first pass, after
+    // 16,000 writes, waits in its sync while the commits go on; then every sync hangs.
+    const { sqlitePath, flag, token, server, exited } = await startOnDisk(
+      hangingDiskEnv,
+      { SQLITE_SYNC_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '2000' },
+      '.sqlite',
+    );
+    const { answered } = await createInOrder(server, token, 16100);
+    expect(answered.length).toBe(16100);
+
+    fs.writeFileSync(flag, '');
+    expect(await postRaw(server.baseUrl, token, '{"id": 0, "name": "during"}')).toStrictEqual(
+      unavailable,
+    );
+    const exitedOrRunning = await Promise.race([
+      exited,
+      new Promise<string>((resolve) => setTimeout(resolve, 15_000, 'still running after 15 s')),
+    ]);
+
+    expect(exitedOrRunning).toBe(1);
+    expect(storeStops(server)).toHaveLength(1);
+    const stored = storedIds(sqlitePath);
+    expect(answered.filter((id) => !stored.has(id))).toEqual([]);
+  }, 120_000);
 });

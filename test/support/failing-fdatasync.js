@@ -3,20 +3,41 @@
  * to give it a disk that fails: while the file FAIL_FDATASYNC_WHILE names exists, every
  * fdatasync answers EIO, as the kernel does when it could not write a file's pages back; given
  * FAIL_FDATASYNC_OF, only those of files whose path ends with it (`-wal` for the WAL, `.sqlite`
- * for the database file). No disk here can be made to fail on cue, so this is the one call the
- * tests replace; everything else in the process is real.
+ * for the database file). Or a disk that stops answering: while the file HANG_FDATASYNC_WHILE
+ * names exists, an fdatasync of a file whose path ends with that file's content (any file when it
+ * is empty) does not return: it runs, and returns, once the file is gone (the callback's version
+ * waits on a timer, the synchronous one blocks its thread, as a sync stuck in the kernel does). No
+ * disk here can be made to fail or stall on cue, so this is the one call the tests replace;
+ * everything else in the process is real.
  */
 'use strict';
 const fs = require('node:fs');
+const { setInterval, clearInterval } = require('node:timers');
 
 const flag = process.env.FAIL_FDATASYNC_WHILE;
 const suffix = process.env.FAIL_FDATASYNC_OF;
+const hangFlag = process.env.HANG_FDATASYNC_WHILE;
 const realFdatasync = fs.fdatasync;
 const realFdatasyncSync = fs.fdatasyncSync;
 
+function pathOf(fd) {
+  return fs.readlinkSync(`/proc/self/fd/${fd}`);
+}
+
 function fails(fd) {
   if (flag === undefined || !fs.existsSync(flag)) return false;
-  return suffix === undefined || fs.readlinkSync(`/proc/self/fd/${fd}`).endsWith(suffix);
+  return suffix === undefined || pathOf(fd).endsWith(suffix);
+}
+
+function hangs(fd) {
+  if (hangFlag === undefined) return false;
+  let of;
+  try {
+    of = fs.readFileSync(hangFlag, 'utf8');
+  } catch {
+    return false; // no flag: the disk answers
+  }
+  return pathOf(fd).endsWith(of);
 }
 
 function ioError() {
@@ -28,11 +49,20 @@ function ioError() {
 }
 
 fs.fdatasync = function fdatasync(fd, callback) {
-  if (!fails(fd)) return realFdatasync(fd, callback);
-  process.nextTick(callback, ioError());
+  if (fails(fd)) return process.nextTick(callback, ioError());
+  if (!hangs(fd)) return realFdatasync(fd, callback);
+  const waiting = setInterval(() => {
+    if (fs.existsSync(hangFlag)) return;
+    clearInterval(waiting);
+    realFdatasync(fd, callback);
+  }, 10);
 };
 
 fs.fdatasyncSync = function fdatasyncSync(fd) {
   if (fails(fd)) throw ioError();
+  if (hangs(fd)) {
+    const pause = new Int32Array(new SharedArrayBuffer(4));
+    while (fs.existsSync(hangFlag)) Atomics.wait(pause, 0, 0, 10);
+  }
   return realFdatasyncSync(fd);
 };

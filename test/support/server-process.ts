@@ -17,18 +17,27 @@ const INHERITED = ['PATH', 'SYSTEMROOT', 'TMPDIR', 'TEMP', 'TMP'];
 /** Extra environment for a child; `undefined` removes a variable that a default would set. */
 export type ChildEnv = Readonly<Record<string, string | undefined>>;
 
+/** Preloads the disk whose fdatasyncs fail or stop answering on cue (failing-fdatasync.js). */
+const DISK_PRELOAD: ChildEnv = {
+  NODE_OPTIONS: `--require ${path.join(PROJECT_ROOT, 'test', 'support', 'failing-fdatasync.js')}`,
+};
+
 /**
  * The environment of a server process whose disk fails every fdatasync while the file `flag`
  * exists, or only those of files whose path ends with `ofFilesEndingWith`
  * (test/support/failing-fdatasync.js); its workers, under WORKERS, inherit it.
  */
 export function failingDiskEnv(flag: string, ofFilesEndingWith?: string): ChildEnv {
-  const preload = path.join(PROJECT_ROOT, 'test', 'support', 'failing-fdatasync.js');
-  return {
-    NODE_OPTIONS: `--require ${preload}`,
-    FAIL_FDATASYNC_WHILE: flag,
-    FAIL_FDATASYNC_OF: ofFilesEndingWith,
-  };
+  return { ...DISK_PRELOAD, FAIL_FDATASYNC_WHILE: flag, FAIL_FDATASYNC_OF: ofFilesEndingWith };
+}
+
+/**
+ * The environment of a server whose fdatasyncs stop answering while the file `flag` exists: those
+ * of files whose path ends with the flag's content, or all when it is empty; each returns once the
+ * flag is gone (test/support/failing-fdatasync.js).
+ */
+export function hangingDiskEnv(flag: string): ChildEnv {
+  return { ...DISK_PRELOAD, HANG_FDATASYNC_WHILE: flag };
 }
 
 const DEV_TOKEN_LINE =

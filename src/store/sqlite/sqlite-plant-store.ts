@@ -29,6 +29,12 @@ export interface SqliteStoreOptions {
   readonly synchronous: SqliteSynchronous;
   /** How long a write waits for another process's write lock before it fails as unavailable. */
   readonly busyTimeoutMs: number;
+  /**
+   * Under FULL, how long a commit's sync of the WAL may take before it counts as failed, and the
+   * store stops as after an I/O error (see withDeadline); absent or 0, it is waited for however
+   * long it takes.
+   */
+  readonly syncTimeoutMs?: number;
   /** Writes between two checkpoints of the WAL (default DEFAULT_CHECKPOINT_EVERY_WRITES). */
   readonly checkpointEveryWrites?: number;
   /**
@@ -126,7 +132,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     // the checkpoint from ending, the start fails.
     if (options.checkpointAtOpen === true) checkpointWhole(db, options.path);
     const file = mainDatabaseFile(db);
-    if (options.synchronous === 'FULL') walSync = openWalSync(file);
+    if (options.synchronous === 'FULL') walSync = openWalSync(file, options.syncTimeoutMs ?? 0);
     return createSqlitePlantStore(
       db,
       walSync,
@@ -184,10 +190,58 @@ function mainDatabaseFile(db: Database.Database): string {
  * before its sync completes, but anything they answer goes through a later commit whose own sync
  * covers it.
  */
-function openWalSync(databaseFile: string): WalSync {
+function openWalSync(databaseFile: string, timeoutMs: number): WalSync {
   // The WAL exists from the first transaction on (migrate) until the last connection closes.
   const fd = fs.openSync(`${databaseFile}-wal`, 'r');
-  return { sync: (done) => fs.fdatasync(fd, done), close: () => fs.closeSync(fd) };
+  const { sync, stop } = withDeadline((done) => fs.fdatasync(fd, done), timeoutMs);
+  return {
+    sync,
+    close: () => {
+      stop();
+      fs.closeSync(fd);
+    },
+  };
+}
+
+/**
+ * A sync that calls back with an error once it has not returned within `timeoutMs` (0: never),
+ * and ignores its late return. An fdatasync cannot be cancelled, and no commit may start before
+ * the one in flight is on disk, so a disk that stops answering would hold every write, and its
+ * client, for as long as it does: past the deadline the sync counts as failed, and the group
+ * commit stops the store as after an I/O error (its writes may yet reach the disk, or not). The
+ * group commit runs one sync at a time, so one timer serves them all: re-armed as each starts, it
+ * fires `timeoutMs` after the last one began, which is overdue if it has not called back by then.
+ * A timer per sync would cost a request nothing either, but there is no need for more than one.
+ */
+function withDeadline(
+  sync: SyncAfterCommit,
+  timeoutMs: number,
+): { readonly sync: SyncAfterCommit; stop(): void } {
+  if (timeoutMs === 0) return { sync, stop: () => undefined };
+  let inFlight: ((error: Error | null) => void) | undefined;
+  const deadline = setTimeout(() => {
+    inFlight?.(
+      Object.assign(
+        new Error(
+          `The sync of the WAL did not return within ${timeoutMs} ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.`,
+        ),
+        { code: 'ETIMEDOUT' },
+      ),
+    );
+  }, timeoutMs).unref();
+  return {
+    sync(done) {
+      const answer = (error: Error | null) => {
+        if (inFlight !== answer) return;
+        inFlight = undefined;
+        done(error);
+      };
+      inFlight = answer;
+      deadline.refresh();
+      sync(answer);
+    },
+    stop: () => clearTimeout(deadline),
+  };
 }
 
 /** The WAL sync of synchronous=FULL, and how to release its file descriptor. */
@@ -279,12 +333,14 @@ export function createSqlitePlantStore(
       },
       async close() {
         await settle();
-        await checkpoints?.close();
         // Stopped on a failed sync, the store leaves its connection, and the descriptors whose
         // close would drop SQLite's locks, to the process's exit: closed, the file's last
         // connection checkpoints the WAL and deletes it, over copies that may not be on disk.
         // Left as it is, the WAL is what the next start recovers from (see openSqlitePlantStore).
+        // So does the checkpoint thread, whose pass may wait on the disk that failed, or stopped
+        // answering: the exit ends it as a crash would, and its connection too.
         if (hasStopped()) return;
+        await checkpoints?.close();
         db.close();
         checkpoints?.release();
         walSync?.close();
