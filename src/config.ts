@@ -139,6 +139,12 @@ function readStore(read: Reader): StoreConfig {
     busyTimeoutMs: read.integer('SQLITE_BUSY_TIMEOUT_MS', 1000, 0, 60_000),
     syncTimeoutMs: read.integer('SQLITE_SYNC_TIMEOUT_MS', 10_000, 0, 600_000),
   };
+  // Shorter, a healthy disk's slow moment would stop the store.
+  if (sqlite.syncTimeoutMs > 0 && sqlite.syncTimeoutMs < 1000) {
+    read.problems.push(
+      `SQLITE_SYNC_TIMEOUT_MS must be 0 (no deadline) or from 1000 to 600000, not "${sqlite.syncTimeoutMs}"`,
+    );
+  }
   // An in-memory database cannot be in WAL mode, which the group commit syncs (see the store).
   if (sqlite.path === ':memory:') read.problems.push('SQLITE_PATH must be a file, not ":memory:"');
   if (url === undefined) return { kind: 'sqlite', ...sqlite };

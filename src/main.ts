@@ -183,6 +183,7 @@ function serve(
     ? createMetrics({ droppedLogLines: () => droppedLogLines })
     : undefined;
   const store = metrics?.instrumentStore(openedStore) ?? openedStore;
+  servedStore = store;
   let shuttingDown = false;
   const app = createApp({
     document: loadOpenApiDocument(SPEC_PATH, CONTRACT_CACHE_PATH),
@@ -314,6 +315,9 @@ async function main(): Promise<number> {
   return code;
 }
 
+/** The store this process serves from, looked at on the way out (see exit). */
+let servedStore: PlantStore | undefined;
+
 /** How long the exit waits, at most, for held-back log lines to reach a standard output that does not drain. */
 const EXIT_FLUSH_TIMEOUT_MS = 5_000;
 
@@ -329,6 +333,13 @@ function exit(code: number): void {
   flushRequestLines();
   const end = () => {
     stdout.destroy();
+    // Node's exit joins libuv's threads and the store's checkpoint thread, so a call into a disk
+    // that stopped answering, still running on one of them, would hold the process for as long
+    // as the disk does, its port closed: a store stopped on an overdue sync, or left open when
+    // another worker's stopped. The process ends with SIGKILL instead, as a crash would, which
+    // the store's next start recovers from (see openSqlitePlantStore). A store closed normally
+    // has waited for every such call.
+    if (servedStore?.offLoopDiskCalls?.pending() === true) process.kill(process.pid, 'SIGKILL');
     process.exit(code);
   };
   setTimeout(end, EXIT_FLUSH_TIMEOUT_MS);

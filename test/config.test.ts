@@ -186,12 +186,15 @@ describe('parseConfig', () => {
       expect(parseConfig({ SQLITE_SYNCHRONOUS: value }).store).toMatchObject({ synchronous });
     });
 
-    it('reads SQLITE_SYNC_TIMEOUT_MS=0 as no deadline for the WAL sync, and refuses -1', () => {
+    it('reads SQLITE_SYNC_TIMEOUT_MS=0 as no deadline for the WAL sync, and refuses -1 and 999', () => {
       expect(parseConfig({ SQLITE_SYNC_TIMEOUT_MS: '0' }).store).toMatchObject({
         syncTimeoutMs: 0,
       });
       expect(configErrorOf({ SQLITE_SYNC_TIMEOUT_MS: '-1' }).problems).toStrictEqual([
         'SQLITE_SYNC_TIMEOUT_MS must be an integer from 0 to 600000, not "-1"',
+      ]);
+      expect(configErrorOf({ SQLITE_SYNC_TIMEOUT_MS: '999' }).problems).toStrictEqual([
+        'SQLITE_SYNC_TIMEOUT_MS must be 0 (no deadline) or from 1000 to 600000, not "999"',
       ]);
     });
 

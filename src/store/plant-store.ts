@@ -38,6 +38,16 @@ export interface TokenChangeWatch {
 }
 
 /**
+ * Calls into the disk that a store makes off the event loop: a sync on libuv's thread pool, a
+ * checkpoint on a thread of its own. Node's exit joins those threads, so it waits for any such
+ * call still running, however long a disk that stopped answering takes.
+ */
+export interface OffLoopDiskCalls {
+  /** Whether one has not returned yet. */
+  pending(): boolean;
+}
+
+/**
  * Running totals of a store's group commits (see createGroupCommit), read when metrics are scraped:
  * over the commits, how many writes share one, and how long their syncs take, which together set
  * what `synchronous=FULL` costs.
@@ -83,6 +93,8 @@ export interface PlantStore {
   readonly tokenChanges?: TokenChangeWatch;
   /** Present when the store group-commits its writes in transactions of its own (SQLite). */
   readonly commitTotals?: CommitTotals;
+  /** Present when the store calls into the disk off the event loop (SQLite). */
+  readonly offLoopDiskCalls?: OffLoopDiskCalls;
   /**
    * Present when the store can come to a state only a restart leaves (SQLite, after a failed
    * sync): resolves with the reason once every write fails; the process should then stop.

@@ -280,6 +280,7 @@ describe('openSqlitePlantStore', () => {
       const eio = Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' });
       const store = createSqlitePlantStore(db, {
         sync: (done) => done(failing ? eio : null),
+        pending: () => false,
         close: () => undefined,
       });
       await store.createPlant({ id: 1n, name: 'synced' });

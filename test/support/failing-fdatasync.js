@@ -5,14 +5,14 @@
  * FAIL_FDATASYNC_OF, only those of files whose path ends with it (`-wal` for the WAL, `.sqlite`
  * for the database file). Or a disk that stops answering: while the file HANG_FDATASYNC_WHILE
  * names exists, an fdatasync of a file whose path ends with that file's content (any file when it
- * is empty) does not return: it runs, and returns, once the file is gone (the callback's version
- * waits on a timer, the synchronous one blocks its thread, as a sync stuck in the kernel does). No
- * disk here can be made to fail or stall on cue, so this is the one call the tests replace;
- * everything else in the process is real.
+ * is empty) first opens the FIFO beside it (its name and `.fifo`) for reading, which holds the
+ * thread the sync runs on (one of libuv's pool, or the checkpoint thread) in the kernel until a
+ * writer opens it (answerHungDisk in server-process.ts), as a sync stuck on a disk holds it: Node
+ * cannot interrupt that thread, and its exit waits for it. No disk here can be made to fail or
+ * stall on cue, so this is the one call the tests replace; everything else in the process is real.
  */
 'use strict';
 const fs = require('node:fs');
-const { setInterval, clearInterval } = require('node:timers');
 
 const flag = process.env.FAIL_FDATASYNC_WHILE;
 const suffix = process.env.FAIL_FDATASYNC_OF;
@@ -51,18 +51,15 @@ function ioError() {
 fs.fdatasync = function fdatasync(fd, callback) {
   if (fails(fd)) return process.nextTick(callback, ioError());
   if (!hangs(fd)) return realFdatasync(fd, callback);
-  const waiting = setInterval(() => {
-    if (fs.existsSync(hangFlag)) return;
-    clearInterval(waiting);
+  fs.open(`${hangFlag}.fifo`, 'r', (error, fifo) => {
+    if (error !== null) return callback(error);
+    fs.closeSync(fifo);
     realFdatasync(fd, callback);
-  }, 10);
+  });
 };
 
 fs.fdatasyncSync = function fdatasyncSync(fd) {
   if (fails(fd)) throw ioError();
-  if (hangs(fd)) {
-    const pause = new Int32Array(new SharedArrayBuffer(4));
-    while (fs.existsSync(hangFlag)) Atomics.wait(pause, 0, 0, 10);
-  }
+  if (hangs(fd)) fs.closeSync(fs.openSync(`${hangFlag}.fifo`, 'r'));
   return realFdatasyncSync(fd);
 };

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -33,11 +33,28 @@ export function failingDiskEnv(flag: string, ofFilesEndingWith?: string): ChildE
 
 /**
  * The environment of a server whose fdatasyncs stop answering while the file `flag` exists: those
- * of files whose path ends with the flag's content, or all when it is empty; each returns once the
- * flag is gone (test/support/failing-fdatasync.js).
+ * of files whose path ends with the flag's content, or all when it is empty. Each holds its thread
+ * until answerHungDisk (test/support/failing-fdatasync.js); the FIFO they wait on is made here.
  */
 export function hangingDiskEnv(flag: string): ChildEnv {
+  execFileSync('mkfifo', [`${flag}.fifo`]);
   return { ...DISK_PRELOAD, HANG_FDATASYNC_WHILE: flag };
+}
+
+/**
+ * Has the disk of hangingDiskEnv(flag) answer again: the flag goes, so no later sync waits, and
+ * every sync waiting returns (a writer opening the FIFO lets each waiting reader's open return).
+ */
+export function answerHungDisk(flag: string): void {
+  fs.rmSync(flag, { force: true });
+  let writer: number;
+  try {
+    writer = fs.openSync(`${flag}.fifo`, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENXIO') return; // no sync is waiting
+    throw error;
+  }
+  fs.closeSync(writer);
 }
 
 const DEV_TOKEN_LINE =

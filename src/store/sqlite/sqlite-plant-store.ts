@@ -193,11 +193,20 @@ function mainDatabaseFile(db: Database.Database): string {
 function openWalSync(databaseFile: string, timeoutMs: number): WalSync {
   // The WAL exists from the first transaction on (migrate) until the last connection closes.
   const fd = fs.openSync(`${databaseFile}-wal`, 'r');
-  const { sync, stop } = withDeadline((done) => fs.fdatasync(fd, done), timeoutMs);
+  let running = 0;
+  const sync: SyncAfterCommit = (done) => {
+    running++;
+    fs.fdatasync(fd, (error) => {
+      running--;
+      done(error);
+    });
+  };
+  const deadline = withDeadline(sync, timeoutMs);
   return {
-    sync,
+    sync: deadline.sync,
+    pending: () => running > 0,
     close: () => {
-      stop();
+      deadline.stop();
       fs.closeSync(fd);
     },
   };
@@ -211,7 +220,8 @@ function openWalSync(databaseFile: string, timeoutMs: number): WalSync {
  * commit stops the store as after an I/O error (its writes may yet reach the disk, or not). The
  * group commit runs one sync at a time, so one timer serves them all: re-armed as each starts, it
  * fires `timeoutMs` after the last one began, which is overdue if it has not called back by then.
- * A timer per sync would cost a request nothing either, but there is no need for more than one.
+ * It is judged a turn later (setImmediate runs after the turn's I/O callbacks), so that a sync
+ * whose return waited behind a stalled event loop (a paused VM) is not taken for a late one.
  */
 function withDeadline(
   sync: SyncAfterCommit,
@@ -219,16 +229,21 @@ function withDeadline(
 ): { readonly sync: SyncAfterCommit; stop(): void } {
   if (timeoutMs === 0) return { sync, stop: () => undefined };
   let inFlight: ((error: Error | null) => void) | undefined;
-  const deadline = setTimeout(() => {
-    inFlight?.(
-      Object.assign(
-        new Error(
-          `The sync of the WAL did not return within ${timeoutMs} ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.`,
+  const overdue = () => {
+    const late = inFlight;
+    if (late === undefined) return;
+    setImmediate(() =>
+      late(
+        Object.assign(
+          new Error(
+            `The sync of the WAL did not return within ${timeoutMs} ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.`,
+          ),
+          { code: 'ETIMEDOUT' },
         ),
-        { code: 'ETIMEDOUT' },
       ),
     );
-  }, timeoutMs).unref();
+  };
+  const deadline = setTimeout(overdue, timeoutMs).unref();
   return {
     sync(done) {
       const answer = (error: Error | null) => {
@@ -244,9 +259,10 @@ function withDeadline(
   };
 }
 
-/** The WAL sync of synchronous=FULL, and how to release its file descriptor. */
+/** The WAL sync of synchronous=FULL, whether one is still running, and how to release its file descriptor. */
 interface WalSync {
   readonly sync: SyncAfterCommit;
+  pending(): boolean;
   close(): void;
 }
 
@@ -356,6 +372,9 @@ export function createSqlitePlantStore(
         },
       },
       commitTotals: totals,
+      offLoopDiskCalls: {
+        pending: () => walSync?.pending() === true || checkpoints?.passing() === true,
+      },
       stopped,
     },
     isUnavailable,

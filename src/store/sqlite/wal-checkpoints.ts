@@ -37,6 +37,8 @@ export interface WalCheckpoints {
   readonly syncFailed: Promise<Error>;
   /** After a transaction of `writes` writes (and its sync): starts a background checkpoint when due. */
   afterCommit(writes: number): void;
+  /** Whether the thread is in a pass (which a disk that stopped answering may hold for good). */
+  passing(): boolean;
   /** Waits for a background pass under way and stops the thread. */
   close(): Promise<void>;
   /**
@@ -154,6 +156,11 @@ class CheckpointThread {
     const pending = this.pending;
     this.pending = undefined;
     pending?.(reply);
+  }
+
+  /** Whether a pass has been asked for and not answered. */
+  get passing(): boolean {
+    return this.pending !== undefined;
   }
 
   /** Runs one PASSIVE checkpoint on the thread's connection. */
@@ -298,6 +305,7 @@ export function createWalCheckpoints(
         if (phase === 'background') phase = 'tail';
       });
     },
+    passing: () => thread?.passing === true,
     async close() {
       await background;
       await thread?.close();
