@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, parseConfig, type StoreConfig } from '../src/config';
 import { errorText } from '../src/error-text';
+import { endProcess } from '../src/process-end';
 import {
   createTokensService,
   tokenName,
@@ -9,7 +10,7 @@ import {
   type TokensService,
 } from '../src/service/tokens-service';
 import { openStore } from '../src/store/open-store';
-import type { TokenRecord } from '../src/store/plant-store';
+import type { PlantStore, TokenRecord } from '../src/store/plant-store';
 
 const USAGE = `Usage:
   npm run token -- create --name NAME   create a token and print its secret once
@@ -151,6 +152,9 @@ async function run(
   return 1;
 }
 
+/** The store the command opened, looked at on the way out (see endProcess). */
+let openedStore: PlantStore | undefined;
+
 async function main(): Promise<number> {
   try {
     const command = parseCommand(process.argv.slice(2));
@@ -165,6 +169,7 @@ async function main(): Promise<number> {
       return 1;
     }
     const store = await openStore(config.store);
+    openedStore = store;
     try {
       return await run(createTokensService({ store }), command);
     } finally {
@@ -197,5 +202,5 @@ async function main(): Promise<number> {
 // Exits once stdout and stderr have taken every byte: process.exit at once would cut off what a
 // pipe had not yet taken (a list of 150,000 tokens stopped after 3,537 lines).
 main().then((code) =>
-  process.stdout.write('', () => process.stderr.write('', () => process.exit(code))),
+  process.stdout.write('', () => process.stderr.write('', () => endProcess(code, openedStore))),
 );

@@ -4,10 +4,18 @@ import { types } from 'node:util';
  * What an error says, on one line: its message; or, when that is empty, its inner errors' messages
  * (Node's AggregateError for a connection tried at each of a host's addresses, which the pg driver
  * passes on as it is: a host of two addresses with PostgreSQL down gave an empty message), else
- * its code, else its name. Errors of any realm count (types.isNativeError, not instanceof).
+ * its code, else its name; followed, in parentheses, by what its cause says, if it has one (the
+ * store's "The store is unavailable." says why only there: a sync that did not return in time, a
+ * lock held too long). Errors of any realm count (types.isNativeError, not instanceof).
  */
 export function errorText(error: unknown): string {
   if (!types.isNativeError(error)) return String(error);
+  const cause = error.cause;
+  const text = ownText(error);
+  return types.isNativeError(cause) ? `${text} (${errorText(cause)})` : text;
+}
+
+function ownText(error: Error): string {
   if (error.message !== '') return error.message;
   const errors: unknown = (error as { errors?: unknown }).errors;
   const inner = Array.isArray(errors) ? [...new Set(errors.map(errorText))] : [];

@@ -6,6 +6,7 @@ import { createApp } from './app';
 import { onStopLeavingStore, reportStoreStopped, supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
 import { errorText } from './error-text';
+import { endProcess } from './process-end';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
 import { flushRequestLines, PIPE_BUF } from './http/request-log';
@@ -333,14 +334,7 @@ function exit(code: number): void {
   flushRequestLines();
   const end = () => {
     stdout.destroy();
-    // Node's exit joins libuv's threads and the store's checkpoint thread, so a call into a disk
-    // that stopped answering, still running on one of them, would hold the process for as long
-    // as the disk does, its port closed: a store stopped on an overdue sync, or left open when
-    // another worker's stopped. The process ends with SIGKILL instead, as a crash would, which
-    // the store's next start recovers from (see openSqlitePlantStore). A store closed normally
-    // has waited for every such call.
-    if (servedStore?.offLoopDiskCalls?.pending() === true) process.kill(process.pid, 'SIGKILL');
-    process.exit(code);
+    endProcess(code, servedStore);
   };
   setTimeout(end, EXIT_FLUSH_TIMEOUT_MS);
   flushUntilIdle(stdout, end);

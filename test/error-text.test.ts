@@ -22,6 +22,18 @@ describe('errorText', () => {
     expect(errorText(new AggregateError([new Error('a'), new Error('a')], ''))).toBe('a');
   });
 
+  it('is followed by what its cause says, in parentheses, cause after cause', () => {
+    const overdue = new Error('The sync of the WAL did not return within 10000 ms.');
+    const unavailable = new Error('The store is unavailable.', { cause: overdue });
+    expect(errorText(unavailable)).toBe(
+      'The store is unavailable. (The sync of the WAL did not return within 10000 ms.)',
+    );
+    expect(errorText(new Error('The token store failed.', { cause: unavailable }))).toBe(
+      'The token store failed. (The store is unavailable. (The sync of the WAL did not return within 10000 ms.))',
+    );
+    expect(errorText(new Error('a', { cause: 'not an error' }))).toBe('a');
+  });
+
   it('is the code, else the name, of an error that says nothing else', () => {
     expect(errorText(Object.assign(new Error(''), { code: 'ECONNRESET' }))).toBe('ECONNRESET');
     expect(errorText(new TypeError(''))).toBe('TypeError');

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import {
+  answerHungDisk,
   cleanupChildren,
+  hangingDiskEnv,
   PROJECT_ROOT,
   runTokenCli,
   startServer,
@@ -287,6 +289,30 @@ describe('token revoke', () => {
       code: 1,
       stdout: '',
       stderr: `No active token has the id ${id}.\n`,
+    });
+  });
+});
+
+describe('a token store whose disk stops answering (SQLite FULL)', () => {
+  it('says why the create failed, and ends though the sync is still stuck', async () => {
+    const sqlitePath = tempSqlitePath();
+    const flag = `${sqlitePath}.disk-flag`;
+    const env = hangingDiskEnv(flag);
+    fs.writeFileSync(flag, ''); // every fdatasync waits until answerHungDisk
+
+    const result = await runTokenCli(['create', '--name', 'stuck'], {
+      ...env,
+      SQLITE_PATH: sqlitePath,
+      SQLITE_SYNC_TIMEOUT_MS: '1000',
+    });
+    answerHungDisk(flag);
+
+    expect(result).toStrictEqual({
+      code: 'SIGKILL',
+      stdout: '',
+      stderr:
+        'The token store failed: The store is unavailable. (The sync of the WAL did not return ' +
+        'within 1000 ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.)\n',
     });
   });
 });

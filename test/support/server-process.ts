@@ -339,18 +339,21 @@ export function runServerToExit(options: ServerOptions): Promise<Finished> {
   return runToExit(MAIN_JS, [], serverEnv(options), options.timeoutMs ?? DEFAULT_TIMEOUT_MS);
 }
 
-/** Runs `node dist/scripts/token.js ...args` with only the given environment (plus PATH). */
+/**
+ * Runs `node dist/scripts/token.js ...args` with only the given environment (plus PATH); `code` is
+ * its exit code, or the signal that ended it.
+ */
 export async function runTokenCli(
   args: readonly string[],
   env: ChildEnv,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const { code, stdout, stderr } = await runToExit(
+): Promise<{ code: number | string | null; stdout: string; stderr: string }> {
+  const { code, signal, stdout, stderr } = await runToExit(
     TOKEN_JS,
     args,
     childEnv(env),
     DEFAULT_TIMEOUT_MS,
   );
-  return { code, stdout, stderr };
+  return { code: code ?? signal, stdout, stderr };
 }
 
 /** Creates a token with the CLI in the given store and returns its id and secret. */
