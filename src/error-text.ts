@@ -8,17 +8,21 @@ import { types } from 'node:util';
  * store's "The store is unavailable." says why only there: a sync that did not return in time, a
  * lock held too long). Errors of any realm count (types.isNativeError, not instanceof).
  */
-export function errorText(error: unknown): string {
+export function errorText(error: unknown, seen = new Set<unknown>()): string {
   if (!types.isNativeError(error)) return String(error);
-  const cause = error.cause;
+  seen.add(error);
   const text = ownText(error);
-  return types.isNativeError(cause) ? `${text} (${errorText(cause)})` : text;
+  const cause = error.cause;
+  // A cause said already (a message that quotes it), or one met before (a cycle), is not repeated.
+  if (!types.isNativeError(cause) || seen.has(cause)) return text;
+  const causeText = errorText(cause, seen);
+  return text.includes(causeText) ? text : `${text} (${causeText})`;
 }
 
 function ownText(error: Error): string {
   if (error.message !== '') return error.message;
   const errors: unknown = (error as { errors?: unknown }).errors;
-  const inner = Array.isArray(errors) ? [...new Set(errors.map(errorText))] : [];
+  const inner = Array.isArray(errors) ? [...new Set(errors.map((inner) => errorText(inner)))] : [];
   if (inner.length > 0) return inner.join('; ');
   return (error as NodeJS.ErrnoException).code ?? error.name;
 }

@@ -286,6 +286,8 @@ async function main(): Promise<number> {
   const sharedPort =
     config.workers > 1 && config.port === 0 ? await freePort(config.host) : config.port;
   const store = await openStore(config.store, { first: true });
+  // Under WORKERS the primary keeps it only to create the development token, whose sync may stick.
+  servedStore = store;
   const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {
     await store.close();
     throw error;
@@ -316,7 +318,7 @@ async function main(): Promise<number> {
   return code;
 }
 
-/** The store this process serves from, looked at on the way out (see exit). */
+/** The store this process opened to serve from, looked at on the way out (see exit). */
 let servedStore: PlantStore | undefined;
 
 /** How long the exit waits, at most, for held-back log lines to reach a standard output that does not drain. */

@@ -34,6 +34,19 @@ describe('errorText', () => {
     expect(errorText(new Error('a', { cause: 'not an error' }))).toBe('a');
   });
 
+  it('leaves out a cause its message already quotes, and a cause met before', () => {
+    const refused = new Error('unsupported startup parameter: statement_timeout');
+    const explained = new Error(
+      'The server refused the statement time-out (unsupported startup parameter: statement_timeout).',
+      { cause: refused },
+    );
+    expect(errorText(explained)).toBe(explained.message);
+    const first = new Error('first');
+    const second = new Error('second', { cause: first });
+    first.cause = second;
+    expect(errorText(first)).toBe('first (second)');
+  });
+
   it('is the code, else the name, of an error that says nothing else', () => {
     expect(errorText(Object.assign(new Error(''), { code: 'ECONNRESET' }))).toBe('ECONNRESET');
     expect(errorText(new TypeError(''))).toBe('TypeError');

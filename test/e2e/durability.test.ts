@@ -7,6 +7,7 @@ import {
   createToken,
   failingDiskEnv,
   hangingDiskEnv,
+  runServerToExit,
   startServer,
   tempSqlitePath,
   type ChildEnv,
@@ -458,6 +459,27 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
     });
     expect(storeStops(server)).toEqual([]);
     expect(server.process.exitCode).toBeNull();
+  });
+
+  it("ends the primary under WORKERS whose development token's sync is overdue", async () => {
+    // The primary keeps a store only to create the development token once a worker listens; the
+    // token's commit is the first sync, and it sticks.
+    const sqlitePath = tempSqlitePath();
+    const flag = `${sqlitePath}.disk-flag`;
+    const env = hangingDiskEnv(flag);
+    fs.writeFileSync(flag, '');
+
+    const result = await runServerToExit({
+      sqlitePath,
+      env: { ...env, WORKERS: '2', SQLITE_SYNC_TIMEOUT_MS: '1000' },
+      timeoutMs: 20_000,
+    });
+
+    expect(result.signal).toBe('SIGKILL');
+    expect(result.stderr).toContain(
+      'The plant store failed to start: The store is unavailable. (The sync of the WAL did not ' +
+        'return within 1000 ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.)\n',
+    );
   });
 
   it('ends itself without waiting for a checkpoint whose sync of the database file hangs too', async () => {

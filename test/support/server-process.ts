@@ -41,20 +41,17 @@ export function hangingDiskEnv(flag: string): ChildEnv {
   return { ...DISK_PRELOAD, HANG_FDATASYNC_WHILE: flag };
 }
 
+/** The FIFOs answerHungDisk holds open, closed by cleanupChildren. */
+const heldFifos: number[] = [];
+
 /**
  * Has the disk of hangingDiskEnv(flag) answer again: the flag goes, so no later sync waits, and
- * every sync waiting returns (a writer opening the FIFO lets each waiting reader's open return).
+ * the FIFO gets a writer, held open until cleanupChildren, so that every sync waiting returns and
+ * one about to wait does not (an open for reading and writing never blocks on Linux).
  */
 export function answerHungDisk(flag: string): void {
   fs.rmSync(flag, { force: true });
-  let writer: number;
-  try {
-    writer = fs.openSync(`${flag}.fifo`, fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENXIO') return; // no sync is waiting
-    throw error;
-  }
-  fs.closeSync(writer);
+  heldFifos.push(fs.openSync(`${flag}.fifo`, 'r+'));
 }
 
 const DEV_TOKEN_LINE =
@@ -393,6 +390,7 @@ export async function cleanupChildren(): Promise<void> {
   );
   await Promise.all(waiting);
   liveChildren.clear();
+  for (const fd of heldFifos.splice(0)) fs.closeSync(fd);
   for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
   tempDirs.clear();
 }
