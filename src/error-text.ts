@@ -22,7 +22,7 @@ export function errorText(error: unknown, seen = new Set<unknown>()): string {
 function ownText(error: Error): string {
   if (error.message !== '') return error.message;
   const errors: unknown = (error as { errors?: unknown }).errors;
-  const inner = Array.isArray(errors) ? [...new Set(errors.map((inner) => errorText(inner)))] : [];
+  const inner = Array.isArray(errors) ? [...new Set(errors.map((each) => errorText(each)))] : [];
   if (inner.length > 0) return inner.join('; ');
   return (error as NodeJS.ErrnoException).code ?? error.name;
 }
