@@ -461,6 +461,26 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
     expect(server.process.exitCode).toBeNull();
   });
 
+  it('ends on SIGTERM though a checkpoint pass is stuck and no write comes', async () => {
+    // Only the database file's syncs hang: the checkpoint thread's first pass, after its 16,000
+    // writes, waits in its sync; the WAL's syncs go on, so nothing stops the store.
+    const { flag, token, server, exited } = await startOnDisk(
+      hangingDiskEnv,
+      { SQLITE_SYNC_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '2000' },
+      '.sqlite',
+    );
+    const writes = DEFAULT_CHECKPOINT_EVERY_WRITES + 100;
+    expect((await createInOrder(server, token, writes)).answered.length).toBe(writes);
+
+    server.process.kill('SIGTERM');
+
+    // The close waits for the pass up to the deadline, then leaves the store as a stop does.
+    expect(await exitedWithin(exited, 15_000)).toBe('SIGKILL');
+    expect(logLinesOf(server).some((line) => line['message'] === 'stopped')).toBe(true);
+    expect(storeStops(server)).toEqual([]);
+    answerHungDisk(flag);
+  }, 120_000);
+
   it("ends the primary under WORKERS whose development token's sync is overdue", async () => {
     // The primary keeps a store only to create the development token once a worker listens; the
     // token's commit is the first sync, and it sticks.

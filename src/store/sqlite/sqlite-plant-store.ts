@@ -140,6 +140,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
         db,
         file,
         options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES,
+        options.syncTimeoutMs ?? 0,
       ),
     );
   } catch (error) {
@@ -356,7 +357,8 @@ export function createSqlitePlantStore(
         // So does the checkpoint thread, whose pass may wait on the disk that failed, or stopped
         // answering: the exit ends it as a crash would, and its connection too.
         if (hasStopped()) return;
-        await checkpoints?.close();
+        // A pass still stuck on the disk past the deadline leaves the store as a stop does.
+        if ((await checkpoints?.close()) === false) return;
         db.close();
         checkpoints?.release();
         walSync?.close();

@@ -39,8 +39,12 @@ export interface WalCheckpoints {
   afterCommit(writes: number): void;
   /** Whether the thread is in a pass (which a disk that stopped answering may hold for good). */
   passing(): boolean;
-  /** Waits for a background pass under way and stops the thread. */
-  close(): Promise<void>;
+  /**
+   * Waits for a background pass under way and stops the thread; resolves false, leaving the
+   * thread as it is, when the pass has not ended within the deadline of createWalCheckpoints (a
+   * disk that stopped answering holds its sync), and true once the thread has stopped.
+   */
+  close(): Promise<boolean>;
   /**
    * Gives back the thread's descriptor of the database file (see databaseFileDescriptors). Only
    * after the store's connection is closed.
@@ -125,6 +129,21 @@ function acquireDatabaseFile(file: string): { readonly fd: number; release(): vo
       fs.closeSync(held.fd);
     },
   };
+}
+
+/** Whether `promise` settles within `ms` (always, when `ms` is 0): true once it has, false at the deadline. */
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  if (ms === 0) {
+    await promise;
+    return true;
+  }
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<false>((resolve) => (timer = setTimeout(resolve, ms, false)));
+  try {
+    return await Promise.race([promise.then(() => true), deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** One thread with its own connection that runs a PASSIVE checkpoint per call. */
@@ -212,11 +231,15 @@ class CheckpointThread {
  * disk, losing answered writes. So `syncFailed` resolves at once, the group commit stops the store
  * as it does when the WAL's own sync fails, and beforeCommit throws from then on; a restart
  * recovers from the WAL, which still holds those frames.
+ *
+ * `closeTimeoutMs` (0: none) bounds how long close waits for a pass under way: a disk that stopped
+ * answering would hold its sync, and a shutdown with it, for good (see close).
  */
 export function createWalCheckpoints(
   db: Database.Database,
   file: string,
   everyWrites: number,
+  closeTimeoutMs = 0,
 ): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
@@ -307,8 +330,9 @@ export function createWalCheckpoints(
     },
     passing: () => thread?.passing === true,
     async close() {
-      await background;
+      if (!(await settlesWithin(background, closeTimeoutMs))) return false;
       await thread?.close();
+      return true;
     },
     release() {
       databaseFile?.release();
