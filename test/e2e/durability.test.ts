@@ -48,7 +48,7 @@ function countStatuses(answers: readonly Answer[]): Record<number, number> {
 
 /**
  * A server (FULL) over a new SQLite file whose disk the file `flag` drives (`diskEnv` gives the
- * environment that makes it so), with `env` besides; a token for it, and its exit code to come.
+ * environment that makes it so), with `env` besides, and a token for it.
  * Given `flagFromStart`, the flag exists from the start with that content.
  */
 async function startOnDisk(
@@ -61,11 +61,7 @@ async function startOnDisk(
   const token = await createToken(sqlitePath, 'e2e');
   if (flagFromStart !== undefined) fs.writeFileSync(flag, flagFromStart);
   const server = await startServer({ sqlitePath, env: { ...diskEnv(flag), ...env } });
-  // Its exit code, or the signal that ended it.
-  const exited = new Promise<number | string | null>((resolve) =>
-    server.process.once('exit', (code, signal) => resolve(code ?? signal)),
-  );
-  return { sqlitePath, flag, token, server, exited };
+  return { sqlitePath, flag, token, server };
 }
 
 /**
@@ -84,16 +80,6 @@ async function startOnFailingDisk(options: {
     options.failingFromStart === true ? '' : undefined,
   );
   return { ...started, failing: flag };
-}
-
-/** How the process ended (see startOnDisk), or that it still runs after `ms`. */
-function exitedWithin<T>(exited: Promise<T>, ms: number): Promise<T | string> {
-  return Promise.race([
-    exited,
-    new Promise<string>((resolve) =>
-      setTimeout(resolve, ms, `still running after ${ms} ms`).unref(),
-    ),
-  ]);
 }
 
 /** The lines in which the server says its store can no longer write safely. */
@@ -278,7 +264,7 @@ describe('concurrent requests for one id', () => {
 
 describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () => {
   it('answers that write 503, stops with exit code 1, and a restart writes again', async () => {
-    const { sqlitePath, failing, token, server, exited } = await startOnFailingDisk({
+    const { sqlitePath, failing, token, server } = await startOnFailingDisk({
       shutdownTimeoutMs: 2000,
     });
     expect(await postRaw(server.baseUrl, token, '{"id": 1, "name": "before"}')).toStrictEqual({
@@ -295,7 +281,7 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
       unavailable,
     );
 
-    expect(await exited).toBe(1);
+    expect(await server.ended(20_000)).toBe(1);
     const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
     expect(fatal[0]).toMatchObject({ level: 60, err: { message: expect.any(String) } });
@@ -311,7 +297,7 @@ describe('a server whose WAL sync fails (SQLITE_SYNCHRONOUS unset: FULL)', () =>
 describe('a server whose sync of the database file fails in a WAL checkpoint (FULL)', () => {
   it('stops writing before the WAL can restart, exits 1, and the file holds every write answered 200', async () => {
     // Only the database file's syncs fail: the WAL's, each commit's, succeed.
-    const { sqlitePath, failing, token, server, exited } = await startOnFailingDisk({
+    const { sqlitePath, failing, token, server } = await startOnFailingDisk({
       shutdownTimeoutMs: 2000,
       ofFilesEndingWith: '.sqlite',
       failingFromStart: true,
@@ -326,7 +312,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
     expect(refused.length + unanswered.length).toBeGreaterThan(0);
     expect(answered.length + refused.length).toBe(statuses.size);
 
-    expect(await exited).toBe(1);
+    expect(await server.ended(20_000)).toBe(1);
     const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
     expect(JSON.stringify(fatal[0])).toContain('EIO');
@@ -343,7 +329,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
   }, 120_000);
 
   it('stops as soon as the thread reports the failed sync, though no write follows it', async () => {
-    const { sqlitePath, token, server, exited } = await startOnFailingDisk({
+    const { sqlitePath, token, server } = await startOnFailingDisk({
       shutdownTimeoutMs: 2000,
       ofFilesEndingWith: '.sqlite',
       failingFromStart: true,
@@ -353,7 +339,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
     // thread's pass, which fails its sync while the store is idle.
     const { answered } = await createInOrder(server, token, 16000);
     expect(answered.length).toBe(16000);
-    expect(await exitedWithin(exited, 20_000)).toBe(1);
+    expect(await server.ended(20_000)).toBe(1);
     const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
     expect(JSON.stringify(fatal[0])).toContain('EIO');
@@ -363,7 +349,7 @@ describe('a server whose sync of the database file fails in a WAL checkpoint (FU
 
 describe('a server whose WAL sync fails while a signal waits for a write in flight', () => {
   it('answers that write 503 and exits with code 1, not 0', async () => {
-    const { failing, token, server, exited } = await startOnFailingDisk({
+    const { failing, token, server } = await startOnFailingDisk({
       shutdownTimeoutMs: 5000,
     });
     const { hostname, port } = new URL(server.baseUrl);
@@ -393,7 +379,7 @@ describe('a server whose WAL sync fails while a signal waits for a write in flig
     await closed;
 
     expect(received).toMatch(/^HTTP\/1\.1 503 /);
-    expect(await exited).toBe(1);
+    expect(await server.ended(20_000)).toBe(1);
     expect(storeStops(server)).toHaveLength(1);
   });
 });
@@ -405,7 +391,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
   };
 
   it('answers the write whose WAL sync is overdue 503, and ends itself while the disk still hangs', async () => {
-    const { sqlitePath, flag, token, server, exited } = await startOnDisk(hangingDiskEnv, {
+    const { sqlitePath, flag, token, server } = await startOnDisk(hangingDiskEnv, {
       SQLITE_SYNC_TIMEOUT_MS: '1000',
       SHUTDOWN_TIMEOUT_MS: '2000',
     });
@@ -425,7 +411,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
 
     // The sync still holds its thread, which a normal exit would wait for: the process drains,
     // then ends with SIGKILL.
-    expect(await exitedWithin(exited, 15_000)).toBe('SIGKILL');
+    expect(await server.ended(15_000)).toBe('SIGKILL');
     expect(fs.existsSync(flag)).toBe(true);
     const fatal = storeStops(server);
     expect(fatal).toHaveLength(1);
@@ -464,7 +450,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
   it('ends on SIGTERM though a checkpoint pass is stuck and no write comes', async () => {
     // Only the database file's syncs hang: the checkpoint thread's first pass, after its 16,000
     // writes, waits in its sync; the WAL's syncs go on, so nothing stops the store.
-    const { flag, token, server, exited } = await startOnDisk(
+    const { flag, token, server } = await startOnDisk(
       hangingDiskEnv,
       { SQLITE_SYNC_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '2000' },
       '.sqlite',
@@ -475,7 +461,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
     server.process.kill('SIGTERM');
 
     // The close waits for the pass up to the deadline, then leaves the store as a stop does.
-    expect(await exitedWithin(exited, 15_000)).toBe('SIGKILL');
+    expect(await server.ended(15_000)).toBe('SIGKILL');
     expect(logLinesOf(server).some((line) => line['message'] === 'stopped')).toBe(true);
     expect(storeStops(server)).toEqual([]);
     answerHungDisk(flag);
@@ -505,7 +491,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
   it('ends itself without waiting for a checkpoint whose sync of the database file hangs too', async () => {
     // The database file's syncs hang from the start: the checkpoint thread's first pass, after
     // its 16,000 writes, waits in its sync while the commits go on; then every sync hangs.
-    const { sqlitePath, flag, token, server, exited } = await startOnDisk(
+    const { sqlitePath, flag, token, server } = await startOnDisk(
       hangingDiskEnv,
       { SQLITE_SYNC_TIMEOUT_MS: '1000', SHUTDOWN_TIMEOUT_MS: '2000' },
       '.sqlite',
@@ -518,7 +504,7 @@ describe('a server whose disk stops answering (FULL, SQLITE_SYNC_TIMEOUT_MS)', (
     expect(await postRaw(server.baseUrl, token, '{"id": 0, "name": "during"}')).toStrictEqual(
       unavailable,
     );
-    expect(await exitedWithin(exited, 15_000)).toBe('SIGKILL');
+    expect(await server.ended(15_000)).toBe('SIGKILL');
     expect(storeStops(server)).toHaveLength(1);
     answerHungDisk(flag);
     const stored = storedIds(sqlitePath);

@@ -210,6 +210,11 @@ export interface RunningServer {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
   /** SIGKILL: the process gets no chance to clean up. */
   kill(): Promise<void>;
+  /**
+   * Once the process exits by itself: its exit code, or the signal that ended it; or, if it is
+   * still running `withinMs` after the call, `still running after <withinMs> ms`.
+   */
+  ended(withinMs: number): Promise<number | string>;
 }
 
 function serverEnv({ sqlitePath, env = {} }: ServerOptions): NodeJS.ProcessEnv {
@@ -282,6 +287,15 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     async kill() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       await spawned.exited;
+    },
+    ended(withinMs) {
+      let timer: NodeJS.Timeout | undefined;
+      const running = new Promise<string>((resolve) => {
+        timer = setTimeout(resolve, withinMs, `still running after ${withinMs} ms`);
+      });
+      // On exit Node gives either a code or a signal, never neither.
+      const status = spawned.exited.then(({ code, signal }) => (code ?? signal) as number | string);
+      return Promise.race([status, running]).finally(() => clearTimeout(timer));
     },
   };
 }
