@@ -85,8 +85,9 @@ interface VerifiedToken {
  * When the store has a token change watch (SQLite), verify() keeps the tokens it found active in
  * memory, by hash, and answers from there until any token changes anywhere (a revocation by this
  * process, by the CLI or by another process), so a revocation still takes effect on the next
- * request; once per LAST_USED_GRANULARITY_MS a token is read again to record its use. Stores
- * without a watch (PostgreSQL) are asked on every request.
+ * request: the watch is read once a turn of the event loop, after the turn's requests were read
+ * (VerifiedTokens.afterReads). Once per LAST_USED_GRANULARITY_MS a token is read again to record
+ * its use. Stores without a watch (PostgreSQL) are asked on every request.
  */
 export function createTokensService({
   store,
@@ -129,9 +130,10 @@ export function createTokensService({
       if (!secret.startsWith(TOKEN_PREFIX)) return undefined;
       const secretHash = hashSecret(secret);
       const at = now();
+      // The watch is read once for the requests of a turn, after they were all read.
+      const readAt = verified === undefined ? undefined : await verified.afterReads();
       const cached = verified?.get(secretHash);
       if (cached !== undefined && !dueForTouch(cached.lastUsedAt, at)) return cached.principal;
-      const readAt = verified?.current();
       const token = await store.findActiveToken(secretHash);
       if (token === undefined) return undefined;
       let lastUsedAt = token.lastUsedAt;

@@ -8,6 +8,8 @@ import type { TokenChangeWatch } from '../store/plant-store';
 export class VerifiedTokens<T> {
   private readonly entries = new Map<string, T>();
   private version: number;
+  /** The check that afterReads() has scheduled for this turn of the event loop, if any. */
+  private turnCheck: Promise<number> | undefined;
 
   constructor(
     private readonly watch: TokenChangeWatch,
@@ -26,8 +28,29 @@ export class VerifiedTokens<T> {
     return version;
   }
 
+  /**
+   * current(), read once for every caller in this turn of the event loop, after the turn has read
+   * the connections that were ready in it: setImmediate runs once the poll phase has read every
+   * request that had arrived, so each caller's request was read before the check, and sees every
+   * token change committed before that. One read of the watch a turn instead of one a request.
+   * Rejects, for every caller of the turn, with what the watch throws.
+   */
+  afterReads(): Promise<number> {
+    this.turnCheck ??= new Promise((resolve, reject) => {
+      setImmediate(() => {
+        this.turnCheck = undefined;
+        try {
+          resolve(this.current());
+        } catch (error) {
+          reject(error);
+        }
+      });
+    });
+    return this.turnCheck;
+  }
+
+  /** What is kept for `hash`, as of the watch's latest reading (current() or afterReads()). */
   get(hash: string): T | undefined {
-    this.current();
     return this.entries.get(hash);
   }
 

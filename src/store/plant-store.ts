@@ -32,7 +32,8 @@ export interface TokenRecord {
 export interface TokenChangeWatch {
   /**
    * A number that differs from every earlier result once a token may have been added, revoked or
-   * removed since, by this process or any other. Synchronous and cheap: it is read per request.
+   * removed since, by this process or any other. Synchronous and cheap: it is read once a turn of
+   * the event loop that authenticates requests (see VerifiedTokens.afterReads).
    */
   version(): number;
 }

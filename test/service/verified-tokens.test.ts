@@ -1,8 +1,13 @@
+import Database from 'better-sqlite3';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { VerifiedTokens } from '../../src/service/verified-tokens';
-import type { PlantStore, TokenChangeWatch } from '../../src/store/plant-store';
+import {
+  StoreUnavailableError,
+  type PlantStore,
+  type TokenChangeWatch,
+} from '../../src/store/plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 
 describe('VerifiedTokens over a SQLite store', () => {
@@ -50,6 +55,7 @@ describe('VerifiedTokens over a SQLite store', () => {
     verified.set('b', 'second', verified.current());
 
     await insertToken('aa');
+    verified.current();
 
     expect(verified.get('a')).toBeUndefined();
     expect(verified.get('b')).toBeUndefined();
@@ -63,6 +69,58 @@ describe('VerifiedTokens over a SQLite store', () => {
     verified.set('a', 'stale', readAt);
 
     expect(verified.get('a')).toBeUndefined();
+  });
+
+  describe('afterReads', () => {
+    /** A revocation by another connection to the file, as the token CLI makes it. */
+    function revokeFromAnotherConnection(id: string): void {
+      const other = new Database(path.join(dir, 'plants.sqlite'));
+      try {
+        other.prepare('UPDATE tokens SET revoked_at = 1 WHERE id = ?').run(id);
+      } finally {
+        other.close();
+      }
+    }
+
+    it('reads the watch once for the turn, after the calls made in it, and so sees a change made between them', async () => {
+      await insertToken('aa');
+      const verified = new VerifiedTokens<string>(watch, 10);
+      verified.set('a', 'first', verified.current());
+
+      const first = verified.afterReads();
+      revokeFromAnotherConnection('aa');
+      const second = verified.afterReads();
+
+      expect(second).toBe(first);
+      const version = await first;
+      expect(verified.get('a')).toBeUndefined();
+      expect(verified.current()).toBe(version);
+    });
+
+    it('reads the watch again in a later turn', async () => {
+      await insertToken('aa');
+      const verified = new VerifiedTokens<string>(watch, 10);
+      const before = await verified.afterReads();
+      verified.set('a', 'first', before);
+      expect(await verified.afterReads()).toBe(before);
+      expect(verified.get('a')).toBe('first');
+
+      revokeFromAnotherConnection('aa');
+
+      expect(await verified.afterReads()).not.toBe(before);
+      expect(verified.get('a')).toBeUndefined();
+    });
+
+    it('rejects every call of the turn with what the watch throws, and reads again after', async () => {
+      const verified = new VerifiedTokens<string>(watch, 10);
+      const closing = store.close();
+
+      const calls = [verified.afterReads(), verified.afterReads()];
+
+      for (const call of calls) await expect(call).rejects.toThrow(StoreUnavailableError);
+      await closing;
+      await expect(verified.afterReads()).rejects.toThrow(StoreUnavailableError);
+    });
   });
 
   it('keeps at most its capacity, dropping the oldest entry first', () => {
