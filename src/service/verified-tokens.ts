@@ -29,11 +29,13 @@ export class VerifiedTokens<T> {
   }
 
   /**
-   * current(), read once for every caller in this turn of the event loop, after the turn has read
-   * the connections that were ready in it: setImmediate runs once the poll phase has read every
-   * request that had arrived, so each caller's request was read before the check, and sees every
-   * token change committed before that. One read of the watch a turn instead of one a request.
-   * Rejects, for every caller of the turn, with what the watch throws.
+   * current(), read once for every caller in this turn of the event loop: in a setImmediate, so
+   * after every call made before it, and each caller sees every token change committed before its
+   * call (a request's comes after its headers were read). The requests of a turn share the read,
+   * since the poll phase reads every connection that was ready before the check phase runs
+   * setImmediate's callbacks: one read of the watch a turn instead of one a request (a look-up that
+   * finds nothing kept reads it again, in set()). Rejects, for every caller of the turn, with what
+   * the watch throws; the next turn reads it again.
    */
   afterReads(): Promise<number> {
     this.turnCheck ??= new Promise((resolve, reject) => {
@@ -54,7 +56,10 @@ export class VerifiedTokens<T> {
     return this.entries.get(hash);
   }
 
-  /** Keeps what a look-up begun at version `readAt` (from current()) found, unless a token changed since. */
+  /**
+   * Keeps what a look-up begun at version `readAt` (from current() or afterReads()) found, unless a
+   * token changed since.
+   */
   set(hash: string, entry: T, readAt: number): void {
     if (this.current() !== readAt) return;
     this.entries.delete(hash);

@@ -33,7 +33,8 @@ export interface TokenChangeWatch {
   /**
    * A number that differs from every earlier result once a token may have been added, revoked or
    * removed since, by this process or any other. Synchronous and cheap: it is read once a turn of
-   * the event loop that authenticates requests (see VerifiedTokens.afterReads).
+   * the event loop that authenticates requests, and again by a look-up that finds no token kept in
+   * memory (see VerifiedTokens).
    */
   version(): number;
 }

@@ -282,6 +282,18 @@ describe('createTokensService', () => {
         expect(await tokens.verify(secret)).toBeUndefined();
       });
 
+      it('returns undefined for a call begun before another connection revokes the token in the same turn', async () => {
+        const { id, secret } = await tokens.issue('laptop');
+        expect(await tokens.verify(secret)).toStrictEqual({ tokenId: id, tokenName: 'laptop' });
+        const other = new Database(file);
+        readers.push(other);
+
+        const verifying = tokens.verify(secret);
+        other.prepare('UPDATE tokens SET revoked_at = ? WHERE id = ?').run(nowMs, id);
+
+        expect(await verifying).toBeUndefined();
+      });
+
       it('returns undefined on the very next call after another store on the file revokes it', async () => {
         const { id, secret } = await tokens.issue('laptop');
         expect(await tokens.verify(secret)).toStrictEqual({ tokenId: id, tokenName: 'laptop' });

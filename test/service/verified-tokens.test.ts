@@ -111,15 +111,37 @@ describe('VerifiedTokens over a SQLite store', () => {
       expect(verified.get('a')).toBeUndefined();
     });
 
-    it('rejects every call of the turn with what the watch throws, and reads again after', async () => {
+    it('rejects the turn with what the watch throws, and reads the watch again in the next turn', async () => {
       const verified = new VerifiedTokens<string>(watch, 10);
       const closing = store.close();
 
-      const calls = [verified.afterReads(), verified.afterReads()];
-
-      for (const call of calls) await expect(call).rejects.toThrow(StoreUnavailableError);
+      const failed = verified.afterReads();
+      expect(verified.afterReads()).toBe(failed);
+      await expect(failed).rejects.toThrow(StoreUnavailableError);
       await closing;
-      await expect(verified.afterReads()).rejects.toThrow(StoreUnavailableError);
+
+      const next = verified.afterReads();
+      expect(next).not.toBe(failed);
+      await expect(next).rejects.toThrow(StoreUnavailableError);
+    });
+
+    it('reads the watch once for all the calls of a turn', async () => {
+      let reads = 0;
+      const verified = new VerifiedTokens<string>(
+        {
+          version: () => {
+            reads++;
+            return watch.version();
+          },
+        },
+        10,
+      );
+      reads = 0;
+
+      const versions = await Promise.all(Array.from({ length: 20 }, () => verified.afterReads()));
+
+      expect(new Set(versions).size).toBe(1);
+      expect(reads).toBe(1);
     });
   });
 
