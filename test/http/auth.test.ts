@@ -86,6 +86,16 @@ describe('authentication', () => {
     await expectNothingStored(t);
   });
 
+  it('answers 503 in the Error shape and stores nothing when the store is closed as the token is checked', async () => {
+    await t.store.close();
+
+    const res = await post().set('Authorization', `Bearer ${t.token}`).send(body);
+
+    expectError(res, 503);
+    expect(res.headers['retry-after']).toBe('1');
+    await expectNothingStored(t);
+  });
+
   it('rejects a revoked token on the very next request', async () => {
     const issued = await t.tokens.issue('short-lived');
     expect((await post().set('Authorization', `Bearer ${issued.secret}`).send(body)).status).toBe(
