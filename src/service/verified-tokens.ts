@@ -1,3 +1,4 @@
+import { createBatcher } from '../store/batcher';
 import type { TokenChangeWatch } from '../store/plant-store';
 
 /**
@@ -8,8 +9,14 @@ import type { TokenChangeWatch } from '../store/plant-store';
 export class VerifiedTokens<T> {
   private readonly entries = new Map<string, T>();
   private version: number;
-  /** The check that afterReads() has scheduled for this turn of the event loop, if any. */
-  private turnCheck: Promise<number> | undefined;
+  /** One read of the watch for the afterReads() calls of a turn (see createBatcher). */
+  private readonly turnReads = createBatcher<void, number>(
+    async (calls) => {
+      const version = this.current();
+      return calls.map(() => version);
+    },
+    { maxInFlight: 1, maxBatch: Infinity },
+  );
 
   constructor(
     private readonly watch: TokenChangeWatch,
@@ -29,26 +36,17 @@ export class VerifiedTokens<T> {
   }
 
   /**
-   * current(), read once for every caller in this turn of the event loop: in a setImmediate, so
-   * after every call made before it, and each caller sees every token change committed before its
-   * call (a request's comes after its headers were read). The requests of a turn share the read,
-   * since the poll phase reads every connection that was ready before the check phase runs
-   * setImmediate's callbacks: one read of the watch a turn instead of one a request (a look-up that
-   * finds nothing kept reads it again, in set()). Rejects, for every caller of the turn, with what
-   * the watch throws; the next turn reads it again.
+   * current(), read once for every caller in this turn of the event loop: batched as the store's
+   * statements are (createBatcher), so the read runs in a setImmediate, after every call made before
+   * it, and each caller sees every token change committed before its call (a request's comes after
+   * its headers were read). The requests of a turn share the read, since the poll phase reads every
+   * connection that was ready before the check phase runs setImmediate's callbacks: one read of the
+   * watch a turn instead of one a request (a look-up that finds nothing kept reads it again, in
+   * set()). Rejects, for every caller of the turn, with what the watch throws; the next turn reads
+   * it again.
    */
   afterReads(): Promise<number> {
-    this.turnCheck ??= new Promise((resolve, reject) => {
-      setImmediate(() => {
-        this.turnCheck = undefined;
-        try {
-          resolve(this.current());
-        } catch (error) {
-          reject(error);
-        }
-      });
-    });
-    return this.turnCheck;
+    return this.turnReads.submit();
   }
 
   /** What is kept for `hash`, as of the watch's latest reading (current() or afterReads()). */
