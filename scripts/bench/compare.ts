@@ -29,6 +29,7 @@ const USAGE = `Usage: npm run bench:compare -- --base DIR [options]
   --env-b K=V,...   variables for B only
   --slices N        measured slices (default 8), each --seconds long (default 3)
   --connections N   connections to each server (default 25)
+  --pipelining N    requests each connection sends before it waits for an answer (default 1)
   --rows N          plants stored in each store before the run (default 0)
   --rows-a N        plants stored in A's store instead (B's keeps --rows): a large store against
                     a small one
@@ -58,6 +59,7 @@ async function main(): Promise<void> {
       slices: { type: 'string' },
       seconds: { type: 'string' },
       connections: { type: 'string' },
+      pipelining: { type: 'string' },
       rows: { type: 'string' },
       'rows-a': { type: 'string' },
       alternate: { type: 'boolean' },
@@ -79,6 +81,7 @@ async function main(): Promise<void> {
   const slices = Number(values.slices ?? 8);
   const seconds = Number(values.seconds ?? 3);
   const connections = Number(values.connections ?? 25);
+  const pipelining = Number(values.pipelining ?? 1);
   const rows = Number(values.rows ?? 0);
   const rowsOf = [Number(values['rows-a'] ?? rows), rows];
   const alternate = values.alternate === true;
@@ -112,6 +115,7 @@ async function main(): Promise<void> {
       slices,
       seconds,
       connections,
+      pipelining,
       onSlice: ({ requests, cpuUsPerRequest: cpuUs, p99Ms }, index) =>
         console.log(
           `slice ${index + 1}: req/s A ${(requests[0] / seconds).toFixed(0)} B ${(requests[1] / seconds).toFixed(0)}` +

@@ -70,14 +70,17 @@ export async function runSlices(options: {
   readonly slices: number;
   readonly seconds: number;
   readonly connections: number;
+  /** Requests each connection sends before it waits for an answer (default 1: none pipelined). */
+  readonly pipelining?: number;
   readonly onSlice?: (slice: Slice, index: number) => void;
 }): Promise<SliceResults> {
-  const { targets, alternate, seconds, connections } = options;
+  const { targets, alternate, seconds, connections, pipelining = 1 } = options;
   const nextCreatedId = createdIds('scattered');
   const load = (target: SliceTarget, duration: number) =>
     autocannon({
       url: target.url,
       connections,
+      pipelining,
       duration,
       headers: { authorization: `Bearer ${target.token}` },
       requests: [
