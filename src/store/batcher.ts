@@ -26,6 +26,53 @@ export interface BatcherOptions {
   readonly maxInFlight: number;
   /** Inputs in one batch, at most. */
   readonly maxBatch: number;
+  /**
+   * Sends its batches before every other batcher's in the same turn of the event loop (default
+   * false): for reads whose callers go on to submit to other batchers, so that what they submit
+   * joins those batchers' batches of the same turn rather than the next ones (see inCheckPhase).
+   */
+  readonly early?: boolean;
+}
+
+/** The tasks of one round of inCheckPhase, and whether the setImmediate that runs them is queued. */
+interface Round {
+  tasks: (() => void)[];
+  queued: boolean;
+}
+
+const earlyRound: Round = { tasks: [], queued: false };
+const lateRound: Round = { tasks: [], queued: false };
+
+function queueRound(round: Round): void {
+  if (round.queued) return;
+  round.queued = true;
+  setImmediate(runRound, round);
+}
+
+/** Runs the round's tasks; what is queued meanwhile goes to the next turn. Its tasks do not throw. */
+function runRound(round: Round): void {
+  const { tasks } = round;
+  round.tasks = [];
+  round.queued = false;
+  for (const task of tasks) task();
+}
+
+/**
+ * Runs `task` in the check phase of the event loop, as setImmediate does, in one of two rounds:
+ * in each turn the early tasks run in a setImmediate of their own before the late ones, so the
+ * promises they settle, and the callbacks that go on from them, run before any late task. The
+ * early round is queued no later than the late one, so an early task queued after a late one in
+ * the same turn still runs first. A task queued while its round runs goes to the next turn.
+ */
+function inCheckPhase(early: boolean, task: () => void): void {
+  if (!early) {
+    queueRound(earlyRound);
+    lateRound.tasks.push(task);
+    queueRound(lateRound);
+    return;
+  }
+  earlyRound.tasks.push(task);
+  queueRound(earlyRound);
 }
 
 /**
@@ -40,16 +87,22 @@ export interface BatcherOptions {
  */
 export function createBatcher<I, O>(
   run: (inputs: readonly I[]) => Promise<readonly O[]>,
-  { maxInFlight, maxBatch }: BatcherOptions,
+  { maxInFlight, maxBatch, early = false }: BatcherOptions,
 ): Batcher<I, O> {
   let queue: Pending<I, O>[] = [];
-  let scheduled: NodeJS.Immediate | undefined;
+  let scheduled = false;
   let inFlight = 0;
   let drained: (() => void)[] = [];
 
+  // After a flush by drain(), the task finds nothing scheduled, or what was scheduled since.
+  const flushScheduled = () => {
+    if (scheduled) flush();
+  };
   const schedule = () => {
-    // setImmediate, not a microtask: requests whose bytes arrived in the same poll join the batch.
-    if (inFlight < maxInFlight && queue.length > 0) scheduled ??= setImmediate(flush);
+    // In the check phase, not a microtask: requests whose bytes arrived in the same poll join the batch.
+    if (scheduled || inFlight >= maxInFlight || queue.length === 0) return;
+    scheduled = true;
+    inCheckPhase(early, flushScheduled);
   };
 
   const settleDrains = () => {
@@ -86,8 +139,7 @@ export function createBatcher<I, O>(
   }
 
   function flush(): void {
-    if (scheduled !== undefined) clearImmediate(scheduled);
-    scheduled = undefined;
+    scheduled = false;
     while (inFlight < maxInFlight && queue.length > 0) {
       const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch);
       queue = batch === queue ? [] : queue.slice(maxBatch);

@@ -294,6 +294,24 @@ describe('createTokensService', () => {
         expect(await verifying).toBeUndefined();
       });
 
+      it('lets the write of a call it answers join the group commit of the same turn', async () => {
+        const { secret } = await tokens.issue('laptop');
+        await tokens.verify(secret);
+        const totals = store.commitTotals;
+        if (totals === undefined) throw new Error('the SQLite store reports its commit totals');
+        const before = { commits: totals.commits, writes: totals.writes };
+
+        // The commit is scheduled before the check; the check's read comes first all the same.
+        const first = store.createPlant({ id: 1n, name: 'first' });
+        const second = tokens
+          .verify(secret)
+          .then(() => store.createPlant({ id: 2n, name: 'second' }));
+        await Promise.all([first, second]);
+
+        expect(totals.commits - before.commits).toBe(1);
+        expect(totals.writes - before.writes).toBe(2);
+      });
+
       it('returns undefined on the very next call after another store on the file revokes it', async () => {
         const { id, secret } = await tokens.issue('laptop');
         expect(await tokens.verify(secret)).toStrictEqual({ tokenId: id, tokenName: 'laptop' });

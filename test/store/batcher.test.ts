@@ -111,6 +111,23 @@ describe('batcher', () => {
     for (const result of results) await expect(result).rejects.toThrow('A batch of 2 got 1');
   });
 
+  it("sends an early batcher's batch first in its turn, so that what its callers submit to another joins that one's batch of the turn", async () => {
+    const statement = controlledStatement();
+    const writes = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
+    const reads = createBatcher(async (inputs: readonly void[]) => inputs.map(() => 0), {
+      maxInFlight: 1,
+      maxBatch: Infinity,
+      early: true,
+    });
+    // The write's batch is scheduled first; the read, scheduled after it, still runs before it.
+    const first = writes.submit(1);
+    const second = reads.submit().then(() => writes.submit(2));
+    await nextTurn();
+    expect(statement.batches).toEqual([[1, 2]]);
+    statement.answer(0);
+    await expect(Promise.all([first, second])).resolves.toEqual([2, 4]);
+  });
+
   it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {
     const statement = controlledStatement();
     const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
