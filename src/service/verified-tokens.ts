@@ -42,9 +42,9 @@ export class VerifiedTokens<T> {
    * its headers were read). The requests of a turn share the read, since the poll phase reads every
    * connection that was ready before the check phase runs setImmediate's callbacks: one read of the
    * watch a turn instead of one a request (a look-up that finds nothing kept reads it again, in
-   * set()). The read comes early in the check phase (the batcher's `early`), so the writes of the
-   * requests it lets through join the group commit of the same turn. Rejects, for every caller of
-   * the turn, with what the watch throws; the next turn reads it again.
+   * set()). The read runs before the group commit due in the same check phase is sent (the
+   * batcher's `early`), so the writes of the requests it lets through join that commit. Rejects,
+   * for every caller of the turn, with what the watch throws; the next turn reads it again.
    */
   afterReads(): Promise<number> {
     return this.turnReads.submit();

@@ -27,52 +27,59 @@ export interface BatcherOptions {
   /** Inputs in one batch, at most. */
   readonly maxBatch: number;
   /**
-   * Sends its batches before every other batcher's in the same turn of the event loop (default
-   * false): for reads whose callers go on to submit to other batchers, so that what they submit
-   * joins those batchers' batches of the same turn rather than the next ones (see inCheckPhase).
+   * Sends its batches in the early round of the check phase (default false), before the other
+   * batchers' that are due in the same turn of the event loop: for reads whose callers go on to
+   * submit to other batchers, so that what they submit joins the batches those send next rather
+   * than waiting for the ones after (see inCheckPhase).
    */
   readonly early?: boolean;
 }
 
-/** The tasks of one round of inCheckPhase, and whether the setImmediate that runs them is queued. */
+/** The tasks of one round of inCheckPhase, run by a setImmediate of its own. */
 interface Round {
-  tasks: (() => void)[];
-  queued: boolean;
+  readonly tasks: (() => void)[];
 }
 
-const earlyRound: Round = { tasks: [], queued: false };
-const lateRound: Round = { tasks: [], queued: false };
+/** The early round queued last and not run yet, which early tasks join. */
+let earlyRound: Round | undefined;
+/** The late round queued and not run yet, which late tasks join. */
+let lateRound: Round | undefined;
 
-function queueRound(round: Round): void {
-  if (round.queued) return;
-  round.queued = true;
+function queueRound(): Round {
+  const round: Round = { tasks: [] };
   setImmediate(runRound, round);
+  return round;
 }
 
-/** Runs the round's tasks; what is queued meanwhile goes to the next turn. Its tasks do not throw. */
+/**
+ * Runs the round's tasks; what is queued meanwhile goes to another round. The tasks, batchers'
+ * flushes, do not throw: a batch's run is called through started(), and its failure rejects.
+ */
 function runRound(round: Round): void {
-  const { tasks } = round;
-  round.tasks = [];
-  round.queued = false;
-  for (const task of tasks) task();
+  if (earlyRound === round) earlyRound = undefined;
+  if (lateRound === round) lateRound = undefined;
+  for (const task of round.tasks) task();
 }
 
 /**
  * Runs `task` in the check phase of the event loop, as setImmediate does, in one of two rounds:
- * in each turn the early tasks run in a setImmediate of their own before the late ones, so the
- * promises they settle, and the callbacks that go on from them, run before any late task. The
- * early round is queued no later than the late one, so an early task queued after a late one in
- * the same turn still runs first. A task queued while its round runs goes to the next turn.
+ * the early tasks run in a setImmediate of their own before the late round's, so the promises they
+ * settle, and the callbacks that go on from them, run before any late task. A late round is queued
+ * together with a new early round right before it, which the early tasks queued from then on join:
+ * so an early task queued after a late one runs first, even when the late round was queued from
+ * the check phase, for the next turn, while an early round was still to run in this one.
  */
 function inCheckPhase(early: boolean, task: () => void): void {
-  if (!early) {
-    queueRound(earlyRound);
-    lateRound.tasks.push(task);
-    queueRound(lateRound);
+  if (early) {
+    earlyRound ??= queueRound();
+    earlyRound.tasks.push(task);
     return;
   }
-  earlyRound.tasks.push(task);
-  queueRound(earlyRound);
+  if (lateRound === undefined) {
+    earlyRound = queueRound();
+    lateRound = queueRound();
+  }
+  lateRound.tasks.push(task);
 }
 
 /**
@@ -94,7 +101,8 @@ export function createBatcher<I, O>(
   let inFlight = 0;
   let drained: (() => void)[] = [];
 
-  // After a flush by drain(), the task finds nothing scheduled, or what was scheduled since.
+  // After another flush (drain(), or a batch's return while drain() waits), the task finds nothing
+  // scheduled, or what was scheduled since.
   const flushScheduled = () => {
     if (scheduled) flush();
   };

@@ -128,6 +128,33 @@ describe('batcher', () => {
     await expect(Promise.all([first, second])).resolves.toEqual([2, 4]);
   });
 
+  it('keeps the early round first when a late batch was scheduled from the check phase before it', async () => {
+    const batches: number[][] = [];
+    const writes = createBatcher(
+      async (inputs: readonly number[]) => {
+        batches.push([...inputs]);
+        return inputs;
+      },
+      { maxInFlight: 1, maxBatch: 100 },
+    );
+    const reads = createBatcher(async (inputs: readonly void[]) => inputs.map(() => 0), {
+      maxInFlight: 1,
+      maxBatch: Infinity,
+      early: true,
+    });
+    const written = new Promise<number>((resolve) => {
+      // Another callback of this turn's check phase schedules a write's batch, for the next turn,
+      // before the early round queued after that callback has run.
+      setImmediate(() => void writes.submit(1));
+      void reads.submit().then(() => {
+        // From the early round of this turn: a read for the next one, whose caller then writes.
+        resolve(reads.submit().then(() => writes.submit(2)));
+      });
+    });
+    await expect(written).resolves.toBe(2);
+    expect(batches).toEqual([[1, 2]]);
+  });
+
   it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {
     const statement = controlledStatement();
     const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });
