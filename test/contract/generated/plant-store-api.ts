@@ -327,7 +327,7 @@ export class HttpClient<SecurityDataType = unknown> {
 
 /**
  * @title Plant Store
- * @version 1.2.2
+ * @version 1.3.0
  * @license MIT
  * @baseUrl /
  * @contact The plant store maintainers
@@ -348,6 +348,8 @@ export class HttpClient<SecurityDataType = unknown> {
  *   (400), are refused before all of that.
  * - Every response carries `X-Request-Id`: the caller's own, when it is 1 to 128 characters
  *   of `A-Z a-z 0-9 . _ : -`, or a new UUID. Quote it when reporting a problem.
+ * - Every response carries `Cache-Control: no-store`, so that no cache keeps it, but the files
+ *   of `/docs/assets/{file}`, which carry `no-cache` with an `ETag`.
  * - Every error answers with `Content-Type: application/json` and the `Error` body, whose
  *   `error` field equals the HTTP status code.
  * - Ids are exact over the whole int64 range, from -9223372036854775808 to
