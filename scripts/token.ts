@@ -5,6 +5,7 @@ import { errorText } from '../src/error-text';
 import { endProcess } from '../src/process-end';
 import {
   createTokensService,
+  TokenInDoubtError,
   tokenName,
   UNPRINTABLE_NAME_CHARACTERS,
   type TokensService,
@@ -194,6 +195,15 @@ async function main(): Promise<number> {
     }
     // The store could not be reached or failed (DATABASE_URL down, a file that cannot be opened):
     // one line that says so, not a stack.
+    if (error instanceof TokenInDoubtError) {
+      // A create retried would make a second token: the first, if kept, is active, unshown.
+      process.stderr.write(
+        `The token store failed: ${errorText(error.cause)}\n` +
+          `Token ${error.tokenId} may have been stored before it failed, with its secret never ` +
+          `shown: if list shows it, revoke it (npm run token -- revoke ${error.tokenId}).\n`,
+      );
+      return 1;
+    }
     process.stderr.write(`The token store failed: ${errorText(error)}\n`);
     return 1;
   }

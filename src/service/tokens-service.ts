@@ -43,6 +43,20 @@ export interface IssuedToken {
   readonly secret: string;
 }
 
+/**
+ * issue() failed once the store was asked to keep the token: whether it was kept is not known (a
+ * connection lost after the commit, a sync that failed or timed out after it), so it may be
+ * active though its secret was never shown. `cause` is the store's error.
+ */
+export class TokenInDoubtError extends Error {
+  constructor(
+    readonly tokenId: string,
+    options: { cause: unknown },
+  ) {
+    super(`Token ${tokenId} may have been stored before the store failed.`, options);
+  }
+}
+
 /** Who made a request: the token that authenticated it. */
 export interface Principal {
   readonly tokenId: string;
@@ -52,7 +66,8 @@ export interface Principal {
 export interface TokensService {
   /**
    * Creates a token; throws a RangeError when the name is empty, longer than 100 characters, or
-   * holds a control character (see UNPRINTABLE_NAME_CHARACTERS).
+   * holds a control character (see UNPRINTABLE_NAME_CHARACTERS), and a TokenInDoubtError when the
+   * store fails to keep it.
    */
   issue(name: string): Promise<IssuedToken>;
   /** The principal of an active token's secret, or undefined for an unknown or revoked one. */
@@ -123,7 +138,11 @@ export function createTokensService({
       const trimmed = tokenName(name);
       const secret = TOKEN_PREFIX + randomBytes(SECRET_BYTES).toString('base64url');
       const token = { id: randomBytes(6).toString('hex'), name: trimmed, createdAt: now() };
-      await store.insertToken({ ...token, hash: hashSecret(secret) });
+      try {
+        await store.insertToken({ ...token, hash: hashSecret(secret) });
+      } catch (error) {
+        throw new TokenInDoubtError(token.id, { cause: error });
+      }
       return { ...token, secret };
     },
     async verify(secret) {

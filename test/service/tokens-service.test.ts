@@ -6,9 +6,10 @@ import Database from 'better-sqlite3';
 import {
   createTokensService,
   LAST_USED_GRANULARITY_MS,
+  TokenInDoubtError,
   type TokensService,
 } from '../../src/service/tokens-service';
-import type { PlantStore } from '../../src/store/plant-store';
+import { StoreUnavailableError, type PlantStore } from '../../src/store/plant-store';
 import { openSqlitePlantStore } from '../../src/store/sqlite/sqlite-plant-store';
 import { wrapStoreMethods } from '../../src/store/wrap-store';
 
@@ -109,6 +110,27 @@ describe('createTokensService', () => {
 
       expect(issued.name).toBe('laptop');
       expect((await tokens.list()).map((token) => token.name)).toStrictEqual(['laptop']);
+    });
+
+    it("throws a TokenInDoubtError naming the token, with the store's error as its cause, when the store fails to keep it", async () => {
+      const other = openSqlitePlantStore({
+        path: path.join(dir, 'closed.sqlite'),
+        synchronous: 'FULL',
+        busyTimeoutMs: 1000,
+      });
+      const service = createTokensService({ store: other });
+      await other.close();
+      const issuing = service.issue('laptop');
+
+      const error: unknown = await issuing.then(
+        () => undefined,
+        (reason: unknown) => reason,
+      );
+      expect(error).toBeInstanceOf(TokenInDoubtError);
+      const { tokenId, cause, message } = error as TokenInDoubtError;
+      expect(tokenId).toMatch(/^[0-9a-f]{12}$/);
+      expect(message).toBe(`Token ${tokenId} may have been stored before the store failed.`);
+      expect(cause).toBeInstanceOf(StoreUnavailableError);
     });
 
     const LENGTH = 'A token name must have 1 to 100 characters.';
