@@ -197,11 +197,7 @@ async function main(): Promise<number> {
     // one line that says so, not a stack.
     if (error instanceof TokenInDoubtError) {
       // A create retried would make a second token: the first, if kept, is active, unshown.
-      process.stderr.write(
-        `The token store failed: ${errorText(error.cause)}\n` +
-          `Token ${error.tokenId} may have been stored before it failed, with its secret never ` +
-          `shown: if list shows it, revoke it (npm run token -- revoke ${error.tokenId}).\n`,
-      );
+      process.stderr.write(`The token store failed: ${errorText(error.cause)}\n${error.advice}\n`);
       return 1;
     }
     process.stderr.write(`The token store failed: ${errorText(error)}\n`);

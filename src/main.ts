@@ -14,7 +14,7 @@ import { boundLineWrites, createLogger, flushUntilIdle, type Logger } from './lo
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
-import { createTokensService } from './service/tokens-service';
+import { createTokensService, TokenInDoubtError } from './service/tokens-service';
 import { openStore } from './store/open-store';
 import type { PlantStore } from './store/plant-store';
 
@@ -166,6 +166,13 @@ function printDevelopmentToken(secret: string, url: string): void {
 
 /** A failed start, in plain text on stderr whatever LOG_LEVEL is. */
 function reportStartFailure(error: unknown): void {
+  // The development token's create failed: a start makes one only while no token is active.
+  if (error instanceof TokenInDoubtError) {
+    process.stderr.write(
+      `The plant store failed to start: ${errorText(error.cause)}\n${error.advice}\n`,
+    );
+    return;
+  }
   process.stderr.write(`The plant store failed to start: ${errorText(error)}\n`);
 }
 

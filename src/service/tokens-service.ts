@@ -55,6 +55,14 @@ export class TokenInDoubtError extends Error {
   ) {
     super(`Token ${tokenId} may have been stored before the store failed.`, options);
   }
+
+  /** The line that tells an operator how to find the token and end it. */
+  get advice(): string {
+    return (
+      `Token ${this.tokenId} may have been stored before the store failed, with its secret never ` +
+      `shown: if npm run token -- list shows it, revoke it (npm run token -- revoke ${this.tokenId}).`
+    );
+  }
 }
 
 /** Who made a request: the token that authenticated it. */

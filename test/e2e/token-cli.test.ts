@@ -314,7 +314,7 @@ describe('a token store whose disk stops answering (SQLite FULL)', () => {
         'within 1000 ms (SQLITE_SYNC_TIMEOUT_MS): the disk counts as failed.)',
     );
     const doubt =
-      /^Token ([0-9a-f]{12}) may have been stored before it failed, with its secret never shown: if list shows it, revoke it \(npm run token -- revoke \1\)\.$/.exec(
+      /^Token ([0-9a-f]{12}) may have been stored before the store failed, with its secret never shown: if npm run token -- list shows it, revoke it \(npm run token -- revoke \1\)\.$/.exec(
         lines[1] ?? '',
       );
     expect(doubt).not.toBeNull();
