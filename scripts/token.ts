@@ -1,11 +1,10 @@
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, parseConfig, type StoreConfig } from '../src/config';
-import { errorText } from '../src/error-text';
 import { endProcess } from '../src/process-end';
 import {
   createTokensService,
-  TokenInDoubtError,
+  failureText,
   tokenName,
   UNPRINTABLE_NAME_CHARACTERS,
   type TokensService,
@@ -194,13 +193,9 @@ async function main(): Promise<number> {
       return 2;
     }
     // The store could not be reached or failed (DATABASE_URL down, a file that cannot be opened):
-    // one line that says so, not a stack.
-    if (error instanceof TokenInDoubtError) {
-      // A create retried would make a second token: the first, if kept, is active, unshown.
-      process.stderr.write(`The token store failed: ${errorText(error.cause)}\n${error.advice}\n`);
-      return 1;
-    }
-    process.stderr.write(`The token store failed: ${errorText(error)}\n`);
+    // one line that says so, not a stack, and a second naming a created token left in doubt (a
+    // create retried makes another, and the first, if kept, is active with its secret unshown).
+    process.stderr.write(`The token store failed: ${failureText(error)}\n`);
     return 1;
   }
 }

@@ -5,7 +5,6 @@ import pino from 'pino';
 import { createApp } from './app';
 import { onStopLeavingStore, reportStoreStopped, supervise } from './cluster';
 import { ConfigError, parseConfig, type Config } from './config';
-import { errorText } from './error-text';
 import { endProcess } from './process-end';
 import { connectionCounts } from './http/connections';
 import { loadOpenApiDocument } from './http/openapi-document';
@@ -14,7 +13,7 @@ import { boundLineWrites, createLogger, flushUntilIdle, type Logger } from './lo
 import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
-import { createTokensService, TokenInDoubtError } from './service/tokens-service';
+import { createTokensService, failureText } from './service/tokens-service';
 import { openStore } from './store/open-store';
 import type { PlantStore } from './store/plant-store';
 
@@ -166,14 +165,8 @@ function printDevelopmentToken(secret: string, url: string): void {
 
 /** A failed start, in plain text on stderr whatever LOG_LEVEL is. */
 function reportStartFailure(error: unknown): void {
-  // The development token's create failed: a start makes one only while no token is active.
-  if (error instanceof TokenInDoubtError) {
-    process.stderr.write(
-      `The plant store failed to start: ${errorText(error.cause)}\n${error.advice}\n`,
-    );
-    return;
-  }
-  process.stderr.write(`The plant store failed to start: ${errorText(error)}\n`);
+  // A development token in doubt is named: a start makes one only while no token is active.
+  process.stderr.write(`The plant store failed to start: ${failureText(error)}\n`);
 }
 
 /**

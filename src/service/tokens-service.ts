@@ -1,4 +1,5 @@
 import { hash, randomBytes } from 'node:crypto';
+import { errorText } from '../error-text';
 import { ExpiringMap } from '../expiring-map';
 import type { PlantStore, TokenRecord } from '../store/plant-store';
 import { VerifiedTokens } from './verified-tokens';
@@ -55,14 +56,19 @@ export class TokenInDoubtError extends Error {
   ) {
     super(`Token ${tokenId} may have been stored before the store failed.`, options);
   }
+}
 
-  /** The line that tells an operator how to find the token and end it. */
-  get advice(): string {
-    return (
-      `Token ${this.tokenId} may have been stored before the store failed, with its secret never ` +
-      `shown: if npm run token -- list shows it, revoke it (npm run token -- revoke ${this.tokenId}).`
-    );
-  }
+/**
+ * errorText(error), for an operator who must act on it: for a TokenInDoubtError, the store's error,
+ * then on a line of its own which token may have been kept and how to find and end it.
+ */
+export function failureText(error: unknown): string {
+  if (!(error instanceof TokenInDoubtError)) return errorText(error);
+  const id = error.tokenId;
+  return (
+    `${errorText(error.cause)}\nToken ${id} may have been stored before the store failed, with its ` +
+    `secret never shown: if npm run token -- list shows it, revoke it (npm run token -- revoke ${id}).`
+  );
 }
 
 /** Who made a request: the token that authenticated it. */
