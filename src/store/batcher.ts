@@ -33,6 +33,13 @@ export interface BatcherOptions {
    * than waiting for the ones after (see inCheckPhase).
    */
   readonly early?: boolean;
+  /**
+   * Answers a returned batch's callers only after the batch queued meanwhile has been sent
+   * (default false), in the late round of the same turn's check phase: for a run that waits off the
+   * event loop (the group commit's sync), so that the next one's wait overlaps the work its callers
+   * do with their answers, instead of starting after it.
+   */
+  readonly answerAfterNextSend?: boolean;
 }
 
 /** The tasks of one round of inCheckPhase, run by a setImmediate of its own. */
@@ -53,7 +60,8 @@ function queueRound(): Round {
 
 /**
  * Runs the round's tasks; what is queued meanwhile goes to another round. The tasks, batchers'
- * flushes, do not throw: a batch's run is called through started(), and its failure rejects.
+ * flushes and answers, do not throw: a batch's run is called through started(), and its failure
+ * rejects.
  */
 function runRound(round: Round): void {
   if (earlyRound === round) earlyRound = undefined;
@@ -94,7 +102,7 @@ function inCheckPhase(early: boolean, task: () => void): void {
  */
 export function createBatcher<I, O>(
   run: (inputs: readonly I[]) => Promise<readonly O[]>,
-  { maxInFlight, maxBatch, early = false }: BatcherOptions,
+  { maxInFlight, maxBatch, early = false, answerAfterNextSend = false }: BatcherOptions,
 ): Batcher<I, O> {
   let queue: Pending<I, O>[] = [];
   let scheduled = false;
@@ -122,27 +130,34 @@ export function createBatcher<I, O>(
 
   function send(batch: Pending<I, O>[]): void {
     inFlight++;
-    const finished = () => {
+    const finished = (answer: () => void) => {
       inFlight--;
       // While drain() waits (the store is closing), what queued up is sent at once.
       if (drained.length > 0) flush();
       else schedule();
-      settleDrains();
+      const answered = () => {
+        answer();
+        settleDrains();
+      };
+      // Queued right after the flush just scheduled, in the same late round, whose batch takes
+      // what the early round's callers add to it.
+      if (answerAfterNextSend && scheduled) inCheckPhase(false, answered);
+      else answered();
     };
     started(() => run(batch.map((pending) => pending.input))).then(
-      (outputs) => {
-        if (outputs.length !== batch.length) {
-          const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
+      (outputs) =>
+        finished(() => {
+          if (outputs.length !== batch.length) {
+            const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
+            for (const pending of batch) pending.reject(error);
+          } else {
+            batch.forEach((pending, i) => pending.resolve(outputs[i] as O));
+          }
+        }),
+      (error: unknown) =>
+        finished(() => {
           for (const pending of batch) pending.reject(error);
-        } else {
-          batch.forEach((pending, i) => pending.resolve(outputs[i] as O));
-        }
-        finished();
-      },
-      (error: unknown) => {
-        for (const pending of batch) pending.reject(error);
-        finished();
-      },
+        }),
     );
   }
 

@@ -155,6 +155,55 @@ describe('batcher', () => {
     expect(batches).toEqual([[1, 2]]);
   });
 
+  it.each([
+    [true, 2],
+    [false, 1],
+  ])(
+    'with answerAfterNextSend %s, has sent %i batches when the caller of the first is answered, the second queued while it was out',
+    async (answerAfterNextSend, batchesSent) => {
+      const statement = controlledStatement();
+      const batcher = createBatcher(statement.run, {
+        maxInFlight: 1,
+        maxBatch: 100,
+        answerAfterNextSend,
+      });
+      const first = batcher
+        .submit(1)
+        .then((output) => ({ output, batchesSent: statement.batches.length }));
+      await nextTurn();
+      const queued = batcher.submit(2);
+      statement.answer(0);
+      await expect(first).resolves.toEqual({ output: 2, batchesSent });
+      await nextTurn();
+      expect(statement.batches).toEqual([[1], [2]]);
+      statement.answer(1);
+      await expect(queued).resolves.toBe(4);
+    },
+  );
+
+  it('with answerAfterNextSend, sends the next batch with what the early round adds to it before answering', async () => {
+    const statement = controlledStatement();
+    const writes = createBatcher(statement.run, {
+      maxInFlight: 1,
+      maxBatch: 100,
+      answerAfterNextSend: true,
+    });
+    const reads = createBatcher(async (inputs: readonly void[]) => inputs.map(() => 0), {
+      maxInFlight: 1,
+      maxBatch: Infinity,
+      early: true,
+    });
+    const first = writes.submit(1).then(() => statement.batches.map((batch) => [...batch]));
+    await nextTurn();
+    // In the turn the first batch returns: a write queued already, and a read whose caller writes.
+    const queued = writes.submit(2);
+    const afterRead = reads.submit().then(() => writes.submit(3));
+    statement.answer(0);
+    await expect(first).resolves.toEqual([[1], [2, 3]]);
+    statement.answer(1);
+    await expect(Promise.all([queued, afterRead])).resolves.toEqual([4, 6]);
+  });
+
   it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {
     const statement = controlledStatement();
     const batcher = createBatcher(statement.run, { maxInFlight: 1, maxBatch: 100 });

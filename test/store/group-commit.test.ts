@@ -166,6 +166,17 @@ describe('the WAL sync of synchronous=FULL', () => {
   });
   afterEach(() => spy.mockRestore());
 
+  /** Holds the next sync, recorded as the others are, until the function returned is called. */
+  function holdNextSync(): () => void {
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    spy.mockImplementationOnce(((fd, callback) => {
+      syncs.push({ rowsAtStart: rows(), done: false });
+      void held.then(() => realFdatasync(fd, callback));
+    }) as typeof fs.fdatasync);
+    return () => release();
+  }
+
   it('answers a write only after a sync that began once its commit was visible', async () => {
     const created = await store.createPlant({ id: 1n, name: 'Monstera' });
 
@@ -175,12 +186,7 @@ describe('the WAL sync of synchronous=FULL', () => {
   });
 
   it('lets the writes that arrive during a sync wait for it, then commits them together', async () => {
-    let release: () => void = () => undefined;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    spy.mockImplementationOnce(((fd, callback) => {
-      syncs.push({ rowsAtStart: rows(), done: false });
-      void held.then(() => realFdatasync(fd, callback));
-    }) as typeof fs.fdatasync);
+    const release = holdNextSync();
     const first = store.createPlant({ id: 1n, name: 'first' });
     const later: Promise<unknown>[] = [];
     for (let i = 2; i <= 5; i++) {
@@ -195,6 +201,23 @@ describe('the WAL sync of synchronous=FULL', () => {
     await Promise.all([first, ...later]);
 
     expect(syncs.map((sync) => sync.rowsAtStart)).toEqual([1, 5]);
+  });
+
+  it("commits and begins syncing the writes that waited for a sync before it answers that sync's writes", async () => {
+    const release = holdNextSync();
+    const first = store
+      .createPlant({ id: 1n, name: 'first' })
+      .then(() => ({ rows: rows(), syncs: syncs.length }));
+    await new Promise((resolve) => setImmediate(resolve));
+    const queued = store.createPlant({ id: 2n, name: 'queued' });
+    await new Promise((resolve) => setImmediate(resolve));
+
+    release();
+
+    // The next commit's sync runs while the first commit's writes are answered.
+    expect(await first).toEqual({ rows: 2, syncs: 2 });
+    expect(await queued).toEqual({ name: 'queued' });
+    expect(syncs.map((sync) => sync.rowsAtStart)).toEqual([1, 2]);
   });
 
   it('fails every write of a commit whose sync fails', async () => {
@@ -246,11 +269,7 @@ describe('the WAL sync of synchronous=FULL', () => {
   });
 
   it('commits and syncs what queued up during a sync before closing, even when that commit fails', async () => {
-    let release: () => void = () => undefined;
-    const held = new Promise<void>((resolve) => (release = resolve));
-    spy.mockImplementationOnce(((fd, callback) => {
-      void held.then(() => realFdatasync(fd, callback));
-    }) as typeof fs.fdatasync);
+    const release = holdNextSync();
     const first = store.createPlant({ id: 1n, name: 'first' });
     await new Promise((resolve) => setImmediate(resolve));
     const queued = store.createPlant({ id: 2n, name: 'queued' }).catch((error: unknown) => error);

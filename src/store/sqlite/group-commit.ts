@@ -31,7 +31,8 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * Given `syncAfterCommit`, each commit is answered only after that sync, and while a sync is in
  * flight no other commit starts: the writes that arrive meanwhile wait and form the next batch,
  * so batches grow with the time a sync takes, as they do when the commit itself syncs and holds
- * the event loop. If a sync fails, every write of that commit fails, since it may not survive a
+ * the event loop. That batch is committed, and its sync begun, before the writes of the commit
+ * before it are answered, so that the disk works while the event loop answers them. If a sync fails, every write of that commit fails, since it may not survive a
  * power loss, and so does every later write: after a failed fdatasync the kernel may have dropped
  * the pages it could not write and report the next sync as a success, so no later commit could be
  * trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
@@ -97,7 +98,9 @@ export function createGroupCommit(
       totals.writes += batch.length;
       return results;
     },
-    { maxInFlight: 1, maxBatch: Infinity },
+    // With a sync, the next commit is sent before this one's writes are answered, so that its sync
+    // runs while the event loop answers them (see BatcherOptions.answerAfterNextSend).
+    { maxInFlight: 1, maxBatch: Infinity, answerAfterNextSend: sync !== undefined },
   );
   return {
     write: <T>(run: () => T) => commits.submit(run) as Promise<T>,
