@@ -34,10 +34,13 @@ export interface BatcherOptions {
    */
   readonly early?: boolean;
   /**
-   * Answers a returned batch's callers only after the batch queued meanwhile has been sent
-   * (default false), in the late round of the same turn's check phase: for a run that waits off the
-   * event loop (the group commit's sync), so that the next one's wait overlaps the work its callers
-   * do with their answers, instead of starting after it.
+   * Answers a batch whose run succeeded only after the batch queued meanwhile has been sent
+   * (default false), in the late round that sends it: for a late batcher whose run ends off the
+   * event loop (the group commit's sync, whose callback comes in the poll phase), so that the next
+   * run's wait overlaps the work its callers do with their answers instead of starting after it.
+   * The answers then come in the same turn's check phase; a run that ended in the check phase would
+   * have them wait for the next turn's. A caller that submits again as soon as it is answered joins
+   * the batch after that one. Failures are answered at once (after any answers still waiting).
    */
   readonly answerAfterNextSend?: boolean;
 }
@@ -107,6 +110,8 @@ export function createBatcher<I, O>(
   let queue: Pending<I, O>[] = [];
   let scheduled = false;
   let inFlight = 0;
+  /** Returned batches whose answers wait in a round (answerAfterNextSend). */
+  let deferred = 0;
   let drained: (() => void)[] = [];
 
   // After another flush (drain(), or a batch's return while drain() waits), the task finds nothing
@@ -122,40 +127,51 @@ export function createBatcher<I, O>(
   };
 
   const settleDrains = () => {
-    if (inFlight > 0 || queue.length > 0) return;
+    if (inFlight > 0 || queue.length > 0 || deferred > 0) return;
     const waiting = drained;
     drained = [];
     for (const resolve of waiting) resolve();
   };
 
+  /** Gives a returned batch's answers, then settles drain() when nothing is left. */
+  const deliver = (answer: () => void) => {
+    answer();
+    settleDrains();
+  };
+
   function send(batch: Pending<I, O>[]): void {
     inFlight++;
-    const finished = (answer: () => void) => {
+    const finished = (succeeded: boolean, answer: () => void) => {
       inFlight--;
       // While drain() waits (the store is closing), what queued up is sent at once.
       if (drained.length > 0) flush();
       else schedule();
-      const answered = () => {
-        answer();
-        settleDrains();
-      };
-      // Queued right after the flush just scheduled, in the same late round, whose batch takes
-      // what the early round's callers add to it.
-      if (answerAfterNextSend && scheduled) inCheckPhase(false, answered);
-      else answered();
+      // A success waits for the flush just scheduled, queued after it in the same late round (see
+      // answerAfterNextSend); a failure is answered at once, unless answers are still waiting, which
+      // it then follows, so that answers keep their order and drain() waits for every one.
+      if (answerAfterNextSend && ((succeeded && scheduled) || deferred > 0)) {
+        deferred++;
+        inCheckPhase(false, () => {
+          deferred--;
+          deliver(answer);
+        });
+      } else {
+        deliver(answer);
+      }
     };
     started(() => run(batch.map((pending) => pending.input))).then(
-      (outputs) =>
-        finished(() => {
-          if (outputs.length !== batch.length) {
-            const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
+      (outputs) => {
+        if (outputs.length !== batch.length) {
+          const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
+          finished(false, () => {
             for (const pending of batch) pending.reject(error);
-          } else {
-            batch.forEach((pending, i) => pending.resolve(outputs[i] as O));
-          }
-        }),
+          });
+        } else {
+          finished(true, () => batch.forEach((pending, i) => pending.resolve(outputs[i] as O)));
+        }
+      },
       (error: unknown) =>
-        finished(() => {
+        finished(false, () => {
           for (const pending of batch) pending.reject(error);
         }),
     );

@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { createBatcher } from '../../src/store/batcher';
 
@@ -155,26 +156,55 @@ describe('batcher', () => {
     expect(batches).toEqual([[1, 2]]);
   });
 
+  /**
+   * Calls `release` from an I/O callback, in the poll phase, where the group commit's syncs call
+   * back; resolves at the end of that turn's check phase, after pushing 'check phase over' to
+   * `events` from a setImmediate queued a few microtasks after the release, so after the rounds of
+   * the check phase that the batch's return queued.
+   */
+  function releaseInPollPhase(release: () => void, events: string[]): Promise<void> {
+    return new Promise((resolve) =>
+      fs.stat(__filename, () => {
+        release();
+        let hops = 5;
+        const later = (): void => {
+          if (--hops > 0) {
+            void Promise.resolve().then(later);
+            return;
+          }
+          setImmediate(() => {
+            events.push('check phase over');
+            resolve();
+          });
+        };
+        later();
+      }),
+    );
+  }
+
   it.each([
     [true, 2],
     [false, 1],
   ])(
-    'with answerAfterNextSend %s, has sent %i batches when the caller of the first is answered, the second queued while it was out',
+    'with answerAfterNextSend %s, has sent %i batches when the caller of the first is answered, in the turn it returned, the second queued while it was out',
     async (answerAfterNextSend, batchesSent) => {
+      const events: string[] = [];
       const statement = controlledStatement();
       const batcher = createBatcher(statement.run, {
         maxInFlight: 1,
         maxBatch: 100,
         answerAfterNextSend,
       });
-      const first = batcher
-        .submit(1)
-        .then((output) => ({ output, batchesSent: statement.batches.length }));
+      const first = batcher.submit(1).then((output) => {
+        events.push('first answered');
+        return { output, batchesSent: statement.batches.length };
+      });
       await nextTurn();
       const queued = batcher.submit(2);
-      statement.answer(0);
+      const checkPhaseOver = releaseInPollPhase(() => statement.answer(0), events);
       await expect(first).resolves.toEqual({ output: 2, batchesSent });
-      await nextTurn();
+      await checkPhaseOver;
+      expect(events).toEqual(['first answered', 'check phase over']);
       expect(statement.batches).toEqual([[1], [2]]);
       statement.answer(1);
       await expect(queued).resolves.toBe(4);
@@ -198,10 +228,47 @@ describe('batcher', () => {
     // In the turn the first batch returns: a write queued already, and a read whose caller writes.
     const queued = writes.submit(2);
     const afterRead = reads.submit().then(() => writes.submit(3));
-    statement.answer(0);
+    await releaseInPollPhase(() => statement.answer(0), []);
     await expect(first).resolves.toEqual([[1], [2, 3]]);
     statement.answer(1);
     await expect(Promise.all([queued, afterRead])).resolves.toEqual([4, 6]);
+  });
+
+  it('with answerAfterNextSend, answers a failed batch at once, and a batch that fails after one waiting, after it', async () => {
+    const events: string[] = [];
+    const statement = controlledStatement();
+    const batcher = createBatcher(statement.run, {
+      maxInFlight: 1,
+      maxBatch: 100,
+      answerAfterNextSend: true,
+    });
+    const failed = batcher
+      .submit(1)
+      .catch(() => events.push(`failed answered, ${statement.batches.length} sent`));
+    await nextTurn();
+    const succeeded = batcher.submit(2).then(() => events.push('succeeded answered'));
+    await releaseInPollPhase(() => statement.answer(0, new Error('EIO')), events);
+    // The failure did not wait for the batch sent after it.
+    expect(events).toEqual(['failed answered, 1 sent', 'check phase over']);
+    expect(statement.batches).toEqual([[1], [2]]);
+
+    // The second returns with a third queued: its answer waits for the third's flush. drain(),
+    // called before that, sends the third at once, which fails: its answer follows the second's,
+    // and drain() resolves only after both.
+    const third = batcher.submit(3).catch(() => events.push('third answered'));
+    await nextTurn();
+    statement.answer(1);
+    await Promise.resolve();
+    const drained = batcher.drain().then(() => events.push('drained'));
+    statement.answer(2, new Error('EIO'));
+    await Promise.all([failed, succeeded, third, drained]);
+    expect(events).toEqual([
+      'failed answered, 1 sent',
+      'check phase over',
+      'succeeded answered',
+      'third answered',
+      'drained',
+    ]);
   });
 
   it('drain() sends what is queued at once and resolves only after every batch has returned', async () => {

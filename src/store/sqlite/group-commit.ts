@@ -32,10 +32,11 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * flight no other commit starts: the writes that arrive meanwhile wait and form the next batch,
  * so batches grow with the time a sync takes, as they do when the commit itself syncs and holds
  * the event loop. That batch is committed, and its sync begun, before the writes of the commit
- * before it are answered, so that the disk works while the event loop answers them. If a sync fails, every write of that commit fails, since it may not survive a
- * power loss, and so does every later write: after a failed fdatasync the kernel may have dropped
- * the pages it could not write and report the next sync as a success, so no later commit could be
- * trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
+ * before it are answered, so that the disk works while the event loop answers them (unless the
+ * commit must first wait for a checkpoint's pass to end, which is then what overlaps them). If a
+ * sync fails, every write of that commit fails, since it may not survive a power loss, and so does
+ * every later write: after a failed fdatasync the kernel may have dropped the pages it could not
+ * write and report the next sync as a success, so no later commit could be trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
  * resolves, and only a restart, which recovers from what is on disk, makes the store write again.
  *
  * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits;
