@@ -146,9 +146,10 @@ export function createBatcher<I, O>(
       // While drain() waits (the store is closing), what queued up is sent at once.
       if (drained.length > 0) flush();
       else schedule();
-      // A success waits for the flush just scheduled, queued after it in the same late round (see
-      // answerAfterNextSend); a failure is answered at once, unless answers are still waiting, which
-      // it then follows, so that answers keep their order and drain() waits for every one.
+      // A success waits for the flush just scheduled, queued after it in the same late round
+      // (see answerAfterNextSend); a failure is answered at once, unless answers are still
+      // waiting, which it then follows, so that answers keep their order and drain() waits for
+      // every one.
       if (answerAfterNextSend && ((succeeded && scheduled) || deferred > 0)) {
         deferred++;
         inCheckPhase(false, () => {

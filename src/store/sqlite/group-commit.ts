@@ -36,8 +36,9 @@ export type SyncAfterCommit = (done: (error: Error | null) => void) => void;
  * commit must first wait for a checkpoint's pass to end, which is then what overlaps them). If a
  * sync fails, every write of that commit fails, since it may not survive a power loss, and so does
  * every later write: after a failed fdatasync the kernel may have dropped the pages it could not
- * write and report the next sync as a success, so no later commit could be trusted to be on disk. The writes fail as unavailable (StoreUnavailableError), `stopped`
- * resolves, and only a restart, which recovers from what is on disk, makes the store write again.
+ * write and report the next sync as a success, so no later commit could be trusted to be on disk.
+ * The writes fail as unavailable (StoreUnavailableError), `stopped` resolves, and only a restart,
+ * which recovers from what is on disk, makes the store write again.
  *
  * Given `checkpoints`, the WAL is checkpointed by them (see createWalCheckpoints) between commits;
  * a failed sync of the database file there stops the store the same way, as soon as it is
