@@ -160,22 +160,17 @@ export function createBatcher<I, O>(
         deliver(answer);
       }
     };
-    started(() => run(batch.map((pending) => pending.input))).then(
-      (outputs) => {
-        if (outputs.length !== batch.length) {
-          const error = new Error(`A batch of ${batch.length} got ${outputs.length} answers.`);
-          finished(false, () => {
-            for (const pending of batch) pending.reject(error);
-          });
-        } else {
-          finished(true, () => batch.forEach((pending, i) => pending.resolve(outputs[i] as O)));
-        }
-      },
-      (error: unknown) =>
-        finished(false, () => {
-          for (const pending of batch) pending.reject(error);
-        }),
-    );
+    const failed = (error: unknown) =>
+      finished(false, () => {
+        for (const pending of batch) pending.reject(error);
+      });
+    started(() => run(batch.map((pending) => pending.input))).then((outputs) => {
+      if (outputs.length !== batch.length) {
+        failed(new Error(`A batch of ${batch.length} got ${outputs.length} answers.`));
+      } else {
+        finished(true, () => batch.forEach((pending, i) => pending.resolve(outputs[i] as O)));
+      }
+    }, failed);
   }
 
   function flush(): void {
