@@ -4,9 +4,19 @@ import path from 'node:path';
 import pino from 'pino';
 import { flushUntilIdle } from '../src/logger';
 
+/** The directories destinationToFile made, removed after each test. */
+const directories: string[] = [];
+
+afterEach(() => {
+  for (const directory of directories.splice(0))
+    fs.rmSync(directory, { recursive: true, force: true });
+});
+
 /** A pino destination as main.ts makes standard output, into a new file; the file's path. */
 function destinationToFile() {
-  const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-log-')), 'out.log');
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), 'plant-store-log-'));
+  directories.push(directory);
+  const file = path.join(directory, 'out.log');
   const fd = fs.openSync(file, 'w');
   const stream = pino.destination({ dest: fd, sync: false, minLength: 8192 });
   return { stream, file };
