@@ -44,6 +44,10 @@ export interface IssuedToken {
   readonly secret: string;
 }
 
+/** What TokenInDoubtError and failureText say of the token, without an ending. */
+const inDoubt = (tokenId: string) =>
+  `Token ${tokenId} may have been stored before the store failed`;
+
 /**
  * issue() failed once the store was asked to keep the token: whether it was kept is not known (a
  * connection lost after the commit, a sync that failed or timed out after it), so it may be
@@ -54,7 +58,7 @@ export class TokenInDoubtError extends Error {
     readonly tokenId: string,
     options: { cause: unknown },
   ) {
-    super(`Token ${tokenId} may have been stored before the store failed.`, options);
+    super(`${inDoubt(tokenId)}.`, options);
   }
 }
 
@@ -66,8 +70,8 @@ export function failureText(error: unknown): string {
   if (!(error instanceof TokenInDoubtError)) return errorText(error);
   const id = error.tokenId;
   return (
-    `${errorText(error.cause)}\nToken ${id} may have been stored before the store failed, with its ` +
-    `secret never shown: if npm run token -- list shows it, revoke it (npm run token -- revoke ${id}).`
+    `${errorText(error.cause)}\n${inDoubt(id)}, with its secret never shown: ` +
+    `if npm run token -- list shows it, revoke it (npm run token -- revoke ${id}).`
   );
 }
 
