@@ -1,4 +1,3 @@
-import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { responsesIn } from '../reliability/support/raw';
@@ -12,6 +11,7 @@ import {
   type RunningServer,
 } from '../support/server-process';
 import { readSqlitePlantIds } from '../support/stored-plants';
+import { serverHoldsConnection } from '../support/tcp-connections';
 
 /**
  * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts),
@@ -92,32 +92,6 @@ interface ConverseOptions {
   readonly to?: number;
   /** Whether to end the client's side of the connection once everything is written. */
   readonly halfClose?: boolean;
-}
-
-/**
- * Whether process `pid` still holds the TCP connection from `clientPort` to its `serverPort`
- * (Linux: the connection's socket in /proc/net/tcp among the process's descriptors); a connection
- * the process has closed, even one the kernel still winds down, is not held.
- */
-function serverHoldsConnection(pid: number, serverPort: number, clientPort: number): boolean {
-  const portOf = (address: string) => parseInt(address.split(':')[1]!, 16);
-  const inode = fs
-    .readFileSync('/proc/net/tcp', 'utf8')
-    .split('\n')
-    .slice(1)
-    .map((line) => line.trim().split(/\s+/))
-    .find(
-      (fields) =>
-        portOf(fields[1] ?? ':0') === serverPort && portOf(fields[2] ?? ':0') === clientPort,
-    )?.[9];
-  if (inode === undefined || inode === '0') return false;
-  return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
-    try {
-      return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${inode}]`;
-    } catch {
-      return false;
-    }
-  });
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -2,7 +2,9 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { waitFor } from '../support/log-lines';
 import { cleanupChildren, PROJECT_ROOT } from '../support/server-process';
+import { listensOn, untilServerHasRead } from '../support/tcp-connections';
 import { readThrottled } from '../support/throttled-read';
 import { responseProblems } from './support/contract';
 import {
@@ -107,6 +109,18 @@ async function waitForOutput(service: Service, text: string, timeoutMs: number):
   }
 }
 
+/**
+ * Resolves once the server process has read every byte sent so far on these requests'
+ * connections, so that they are in flight, or arriving, when a signal lands.
+ */
+function untilRead(service: Service, requests: readonly InFlight[]): Promise<void> {
+  return untilServerHasRead(
+    service.server.process.pid!,
+    service.target.port,
+    requests.map((request) => request.socket),
+  );
+}
+
 function bodyOf(response: ParsedResponse): unknown {
   return response.body.length === 0 ? undefined : JSON.parse(response.body.toString('utf8'));
 }
@@ -136,14 +150,14 @@ describe('graceful shutdown on SIGTERM', () => {
       'readyz',
       'GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n',
     );
-    // Let the server read every head, so these requests are in flight when the signal lands.
-    await sleep(200);
+    // The server has read every head, so these requests are in flight when the signal lands.
+    await untilRead(service, [...requests, readiness]);
 
     const signalled = performance.now();
     const exited = service.server.stop('SIGTERM');
     await waitForOutput(service, 'stopping', 5000);
-    // The listening socket is closed in the same tick as that log line; a moment's margin.
-    await sleep(20);
+    // The listening socket is closed in the same tick as that log line.
+    await waitFor('the listening socket closing', () => !listensOn(target.port));
     let refused: string;
     try {
       const socket = await connect(target, 2000);
@@ -215,8 +229,8 @@ describe('graceful shutdown on SIGTERM', () => {
     const { target, token } = service;
     expect((await createPlant(target, token, '{"id": 510, "name": "to delete"}')).status).toBe(200);
     const create = await slowCreate(target, token, 511, false);
-    // Let the server read its head, so it is in flight when the signal lands.
-    await sleep(200);
+    // The server has read its head, so it is in flight when the signal lands.
+    await untilRead(service, [create]);
 
     const exited = service.server.stop('SIGTERM');
     await waitForOutput(service, 'stopping', 5000);
@@ -257,7 +271,7 @@ describe('graceful shutdown on SIGTERM', () => {
         `Content-Length: ${1 << 20}\r\n\r\n${'a'.repeat(100_000)}`,
     );
     await answered;
-    await sleep(100);
+    await untilServerHasRead(service.server.process.pid!, service.target.port, [socket]);
     const signalled = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled;
@@ -341,9 +355,9 @@ describe('graceful shutdown on SIGTERM', () => {
       'stalled healthz',
       'GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n',
     );
-    // Let the server read the head, so that its request is arriving when the signal lands (its
+    // The server has read the head, so that its request is arriving when the signal lands (its
     // 408 can come no sooner than HEADERS_TIMEOUT_MS after it).
-    await sleep(200);
+    await untilRead(service, [stalled]);
     const signalled = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled;
@@ -384,7 +398,7 @@ describe('graceful shutdown on SIGTERM', () => {
     stalled.socket.once('close', () => {
       cutAfterMs = performance.now() - signalled.at;
     });
-    await sleep(200);
+    await untilRead(service, [stalled]);
     signalled.at = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled.at;
