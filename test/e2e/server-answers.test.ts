@@ -1,11 +1,14 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf, waitFor } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
 import {
+  answerHungDisk,
   callApi,
   cleanupChildren,
+  hangingDiskEnv,
   startWithToken,
   tempSqlitePath,
   type RunningServer,
@@ -103,10 +106,10 @@ const cutShortPost = (target: string, headers = '') =>
   `POST ${target} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\n` +
   'Content-Length: 40\r\n\r\n{"id"';
 
-const createPlant = (id: number) => {
+const createPlant = (id: number, bearer = token) => {
   const body = JSON.stringify({ id, name: 'x' });
   return (
-    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${bearer}\r\n` +
     `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
   );
 };
@@ -357,25 +360,39 @@ describe('requests pipelined on one connection', () => {
   });
 
   it('are not processed when their turn comes after the connection was reset, so that the client may send them again', async () => {
+    // A server of its own whose WAL syncs wait while `flag` exists, so that the first create's
+    // answer comes after the reset however the two processes are scheduled (an answer sent before
+    // it would rightly let the next request run).
+    const ownPath = tempSqlitePath();
+    const flag = `${ownPath}.disk-flag`;
+    const own = await startWithToken({ sqlitePath: ownPath, env: hangingDiskEnv(flag) });
     const ids = [9201, 9202, 9203, 9204];
     // Which of them the file holds, read without a request that could store one.
     const stored = () => {
-      const inFile = new Set(readSqlitePlantIds(sqlitePath));
+      const inFile = new Set(readSqlitePlantIds(ownPath));
       return ids.filter((id) => inFile.has(BigInt(id)));
     };
-    const socket = net.connect(port, '127.0.0.1');
+    // Its token's first check awaits the store (and records its use): made before the reset, so
+    // that the first create reaches the store before the server can learn of it.
+    expect((await callApi(own.server, own.token, 'DELETE', '/plants/9200')).status).toBe(404);
+    const socket = net.connect(Number(new URL(own.server.baseUrl).port), '127.0.0.1');
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('connect', resolve));
+    fs.writeFileSync(flag, '-wal');
     // The four at once, then a reset: the server reads them together and runs the first, while the
     // others wait for its answer, which can no longer be sent.
-    const first = createPlant(ids[0]!).replace('\r\n', '\r\nX-Request-Id: reset-first\r\n');
-    socket.write([first, ...ids.slice(1).map(createPlant)].join(''));
+    const first = createPlant(ids[0]!, own.token).replace(
+      '\r\n',
+      '\r\nX-Request-Id: reset-first\r\n',
+    );
+    socket.write([first, ...ids.slice(1).map((id) => createPlant(id, own.token))].join(''));
     socket.resetAndDestroy();
 
-    // The first is committed (FULL: however long the disk takes to sync it), and its request is
-    // over once its line is logged: a second run now would start right after it.
+    // The first is committed and its sync held; once the disk answers, it is answered, and its
+    // request is over once its line is logged: a second run now would start right after it.
     await waitFor('the first create in the file', () => stored().includes(ids[0]!), 10_000);
-    await requestLineOf(server, 'reset-first', 10_000);
+    answerHungDisk(flag);
+    await requestLineOf(own.server, 'reset-first', 10_000);
     // A moment in which a create run wrongly after the reset would commit.
     await sleep(500);
 
