@@ -100,13 +100,12 @@ function slowHeaders(target: Target, label: string, head: string): Promise<InFli
   return inFlight(target, label, head, '\r\n');
 }
 
-async function waitForOutput(service: Service, text: string, timeoutMs: number): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!service.server.stdout().includes(text)) {
-    if (performance.now() > deadline)
-      throw new Error(`no "${text}" in the output within ${timeoutMs} ms`);
-    await sleep(5);
-  }
+function waitForOutput(service: Service, text: string, timeoutMs: number): Promise<void> {
+  return waitFor(
+    `"${text}" in the output`,
+    () => service.server.stdout().includes(text),
+    timeoutMs,
+  );
 }
 
 /**
