@@ -22,21 +22,37 @@ export type ServerAnswerListener = (status: number, cause: string | undefined) =
 /** What node:http reports of a request it could not parse: the chunk, and where in it parsing failed. */
 type ClientError = NodeJS.ErrnoException & { rawPacket?: Buffer; bytesParsed?: number };
 
-/** An HTTP method as it starts a request line: the name, then no other letter. */
-const METHOD_TOKEN = /(?:GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT)(?![A-Za-z])/g;
+/**
+ * Where a request line may start: a method at the start of a line or of the chunk, followed by
+ * neither a header name's character nor a colon; or a method anywhere, followed by a space, a
+ * target and another space (the line of a request that came right after the previous request's
+ * body). A header's value may hold a method's name (`X-Method: DELETE`), and a header's name may be
+ * one (`HEAD: x`), but neither is taken for a request line; only a value written as one would be.
+ */
+const METHODS = 'GET|HEAD|POST|PUT|DELETE|OPTIONS|PATCH|TRACE|CONNECT';
+const REQUEST_LINE = new RegExp(
+  `(?<=^|[\\r\\n])(${METHODS})(?![-!#$%&'*+.^_\`|~0-9A-Za-z:])|(${METHODS})(?= [^ \\r\\n]+ )`,
+  'g',
+);
 
 /**
  * Whether the request Node could not parse is a HEAD, whose answer has no body. The chunk that
  * failed (rawPacket) need not begin with that request: the end of the connection's previous
- * request, its body, can arrive in the same chunk. So the method is the last one in the chunk
- * before the position of the error (bytesParsed).
+ * request, its body, can arrive in the same chunk, with no line break before the request line. So
+ * the method is that of the last request line that starts in the chunk before the position of the
+ * error (bytesParsed). A request whose line came in an earlier chunk (headers over the limit that
+ * arrived in parts) is not known for a HEAD, and its answer has the body.
  */
 function failedRequestIsHead(error: ClientError): boolean {
   const raw = error.rawPacket;
   if (raw === undefined) return false;
   const end = typeof error.bytesParsed === 'number' ? error.bytesParsed + 1 : raw.length;
-  const methods = raw.subarray(0, end).toString('latin1').match(METHOD_TOKEN);
-  return methods?.[methods.length - 1] === 'HEAD';
+  let method: string | undefined;
+  for (const line of raw.toString('latin1').matchAll(REQUEST_LINE)) {
+    if (line.index >= end) break;
+    method = line[1] ?? line[2];
+  }
+  return method === 'HEAD';
 }
 
 /** A response as node:http keeps it: `_hasBody` is false for a HEAD (set from the method it arrived with). */

@@ -246,6 +246,26 @@ describe('request targets and framing', () => {
     expect(answer.rest.toString('latin1')).toBe('');
   });
 
+  it('answers 431 to headers over the limit without a body to a HEAD only, whatever methods its headers name', async () => {
+    const big = `X-Big: ${'a'.repeat(17 * 1024)}`;
+    const error = { error: 431, message: 'The request headers are too large.' };
+    // A header's value that is a method's name, and one that reads like a request line without its
+    // version: neither is where the request began.
+    const head = await send(
+      `HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Method: DELETE\r\nX-Note: POST /plants\r\n${big}`,
+      '',
+      { noBody: true },
+    );
+    expect(head.response?.status).toBe(431);
+    expect(head.response?.headers['content-length']).toBe(String(JSON.stringify(error).length));
+    expect(head.response?.rest.length).toBe(0);
+    // A header named as a method is not one either: a GET gets the body.
+    expect(errorOf(await send(`GET /healthz HTTP/1.1\r\nHost: x\r\nHEAD: x\r\n${big}`))).toEqual({
+      status: 431,
+      body: error,
+    });
+  });
+
   it('logs the 400 to a HEAD whose body breaks as a HEAD, which the app routes as a GET', async () => {
     const outcome = await send(
       'HEAD /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: head-broken-body\r\n' +
