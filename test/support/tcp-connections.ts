@@ -30,9 +30,13 @@ function tcpTable(): string[][] {
     .map((line) => line.trim().split(/\s+/));
 }
 
-/** The socket of this machine whose own port is `localPort` and whose peer's is `remotePort`. */
-function tcpSocket(localPort: number, remotePort: number): TcpSocket | undefined {
-  const fields = tcpTable().find(
+/** The socket in `table` whose own port is `localPort` and whose peer's is `remotePort`. */
+function tcpSocket(
+  table: readonly string[][],
+  localPort: number,
+  remotePort: number,
+): TcpSocket | undefined {
+  const fields = table.find(
     (candidate) =>
       portOf(candidate[1] ?? ':0') === localPort && portOf(candidate[2] ?? ':0') === remotePort,
   );
@@ -46,16 +50,18 @@ export function listensOn(port: number): boolean {
   return tcpTable().some((fields) => portOf(fields[1] ?? ':0') === port && fields[3] === '0A');
 }
 
-/** Whether process `pid` has the socket among its descriptors. */
-function holds(pid: number, socket: TcpSocket): boolean {
-  if (socket.inode === '0') return false;
-  return fs.readdirSync(`/proc/${pid}/fd`).some((fd) => {
+/** The inodes of the sockets among process `pid`'s descriptors. */
+function socketInodes(pid: number): Set<string> {
+  const inodes = new Set<string>();
+  for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
     try {
-      return fs.readlinkSync(`/proc/${pid}/fd/${fd}`) === `socket:[${socket.inode}]`;
+      const socket = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (socket !== null) inodes.add(socket[1]!);
     } catch {
-      return false;
+      // Closed since the directory was read.
     }
-  });
+  }
+  return inodes;
 }
 
 /**
@@ -67,32 +73,39 @@ export function serverHoldsConnection(
   serverPort: number,
   clientPort: number,
 ): boolean {
-  const server = tcpSocket(serverPort, clientPort);
-  return server !== undefined && holds(pid, server);
+  const server = tcpSocket(tcpTable(), serverPort, clientPort);
+  return server !== undefined && socketInodes(pid).has(server.inode);
 }
 
 /**
- * Whether process `pid` has read every byte written so far on `client`, its connection to the
- * process's `serverPort`: none is left in the client's buffers, the server's kernel has
- * acknowledged them all, and the process has accepted the connection and left none unread.
+ * Whether the server has read every byte written so far on `client`, its connection to the
+ * server's `serverPort`, as `table` (/proc/net/tcp) and `held` (the server's socket inodes) show
+ * it: none is left in the client's buffers, the server's kernel has acknowledged them all, and the
+ * server has accepted the connection and left none unread.
  */
-export function serverHasRead(pid: number, serverPort: number, client: net.Socket): boolean {
+function serverHasRead(
+  table: readonly string[][],
+  held: ReadonlySet<string>,
+  serverPort: number,
+  client: net.Socket,
+): boolean {
   const clientPort = client.localPort;
   if (clientPort === undefined || client.writableLength > 0) return false;
-  const sent = tcpSocket(clientPort, serverPort);
-  const received = tcpSocket(serverPort, clientPort);
+  const sent = tcpSocket(table, clientPort, serverPort);
+  const received = tcpSocket(table, serverPort, clientPort);
   return (
     sent !== undefined &&
     sent.unacknowledged === 0 &&
     received !== undefined &&
     received.unread === 0 &&
-    holds(pid, received)
+    held.has(received.inode)
   );
 }
 
 /**
  * Resolves once process `pid` has read every byte written so far on each of `clients` (see
- * serverHasRead); rejects after `timeoutMs`.
+ * serverHasRead), checked from one reading of the kernel's tables at a time; rejects after
+ * `timeoutMs`.
  */
 export function untilServerHasRead(
   pid: number,
@@ -102,7 +115,11 @@ export function untilServerHasRead(
 ): Promise<void> {
   return waitFor(
     `the server reading what ${clients.length} connection(s) sent`,
-    () => clients.every((client) => serverHasRead(pid, serverPort, client)),
+    () => {
+      const table = tcpTable();
+      const held = socketInodes(pid);
+      return clients.every((client) => serverHasRead(table, held, serverPort, client));
+    },
     timeoutMs,
   );
 }
