@@ -41,6 +41,8 @@ const HTTP_RUNS = 15_000;
 const RAW_RUNS = 2500;
 const BODY_LIMIT = 65_536;
 const MAX_HEADER_BYTES = 16 * 1024;
+/** An id no fuzzed request names (FUZZ_IDS): its delete is a write that changes nothing. */
+const BARRIER_ID = 7n;
 
 const seed = chooseSeed();
 const counts = { http: 0, raw: 0, expect: 0, rateLimit: 0 };
@@ -234,10 +236,7 @@ class StoreModel {
         return;
       }
       if (this.present.has(id)) violation(`200 although plant ${id} was already there`);
-      const plant: StoredPlant =
-        verdict.tag === undefined
-          ? { name: verdict.name }
-          : { name: verdict.name, tag: verdict.tag };
+      const plant = plantOf(verdict);
       this.present.set(id, plant);
       let body: unknown;
       try {
@@ -251,8 +250,7 @@ class StoreModel {
     }
 
     if (documented.operationId === 'deletePlant' && (status === 204 || status === 404)) {
-      const segment = routedPathname(request.path).slice('/plants/'.length);
-      const id = canonicalPathId(segment)?.toString();
+      const { segment, id } = pathIdOf(request);
       if (id === undefined) {
         violation(`${status} for the path id ${segment}, which is not a canonical int64`);
         return;
@@ -266,6 +264,57 @@ class StoreModel {
       }
     }
   }
+
+  /**
+   * The one change a 200 or a 204 to `request` would make to the store as the model has it: the
+   * plant a create stores at its id, or undefined at the id a delete removes; undefined when such
+   * an answer could change nothing (not an operation, not a NewPlant, the id taken or absent).
+   */
+  effectOf(request: FuzzRequest): StoreEffect | undefined {
+    const documented = documentedFor(request.method.toUpperCase(), request.path);
+    if (documented.kind !== 'operation') return undefined;
+    if (documented.operationId === 'createPlant') {
+      const verdict = request.body === undefined ? undefined : judgeNewPlant(request.body);
+      if (verdict?.valid !== true) return undefined;
+      const id = verdict.id.toString();
+      return this.present.has(id) ? undefined : { id, plant: plantOf(verdict) };
+    }
+    if (documented.operationId === 'deletePlant') {
+      const { id } = pathIdOf(request);
+      return id === undefined || !this.present.has(id) ? undefined : { id, plant: undefined };
+    }
+    return undefined;
+  }
+
+  /** Takes `effect` as made: the store holds what it says. */
+  apply(effect: StoreEffect): void {
+    if (effect.plant === undefined) this.present.delete(effect.id);
+    else this.present.set(effect.id, effect.plant);
+  }
+}
+
+/** A change to one plant of the store: what its id holds after it (undefined: deleted). */
+interface StoreEffect {
+  readonly id: string;
+  readonly plant: StoredPlant | undefined;
+}
+
+/** Whether two plants (or absences: undefined) are the same. */
+function samePlant(a: StoredPlant | undefined, b: StoredPlant | undefined): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** The plant a valid NewPlant stores. */
+function plantOf(verdict: { readonly name: string; readonly tag?: string }): StoredPlant {
+  return verdict.tag === undefined
+    ? { name: verdict.name }
+    : { name: verdict.name, tag: verdict.tag };
+}
+
+/** The id segment of a `DELETE /plants/{id}` path, and the int64 it names if it is canonical. */
+function pathIdOf(request: FuzzRequest): { segment: string; id: string | undefined } {
+  const segment = routedPathname(request.path).slice('/plants/'.length);
+  return { segment, id: canonicalPathId(segment)?.toString() };
 }
 
 /** The store operation a status answers for this request line, if it changed or consulted the store. */
@@ -294,7 +343,7 @@ function storeChanges(
   for (const id of new Set([...before.keys(), ...expected.keys(), ...now.keys()])) {
     const want = expected.get(id);
     const got = now.get(id);
-    if (JSON.stringify(want) === JSON.stringify(got)) continue;
+    if (samePlant(want, got)) continue;
     const had = before.has(id);
     if (got === undefined) {
       changes.push(
@@ -439,7 +488,7 @@ describe('fuzzing the HTTP surface of the real server process', () => {
     // What the store must hold: what it held, changed only by the 200s and 204s to well-formed
     // requests. Any other change, or a 2xx whose change is missing, is a finding.
     const model = new StoreModel(stored);
-    const outcomes = { answered: 0, closed: 0, refusedWithToken: 0 };
+    const outcomes = { answered: 0, closed: 0, refusedWithToken: 0, inDoubt: 0 };
     const findings = new Findings();
     let previous = 'none';
     let health: Answer;
@@ -482,18 +531,39 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           // server must refuse may have no answer that says it reached the store.
           const reading = readRawRequest(raw.bytes);
           if (!reading.wellFormed && raw.bytes.includes(service.token)) outcomes.refusedWithToken++;
-          if (answer !== undefined) {
-            if (reading.wellFormed) {
-              const request: FuzzRequest = {
+          const request: FuzzRequest | undefined = reading.wellFormed
+            ? {
                 method: reading.method,
                 path: reading.target,
                 headers: Object.fromEntries(reading.headers),
                 body: reading.body,
                 chunked: reading.chunked,
                 auth: 'valid', // not read by the model
-              };
+              }
+            : undefined;
+          // A client that ends its side before any answer is taken as gone (README, "Operating
+          // it"): its request, read whole and carrying the token, may still reach the store,
+          // unanswered. Writes commit in the order they came, so once a write sent after it is
+          // answered, its own has committed or never will; the one change it could make is
+          // then taken as made if the store shows it.
+          let inDoubt: StoreEffect | undefined;
+          const unanswered = outcome.halfClosed && outcome.data.length === 0;
+          if (request !== undefined && unanswered && raw.bytes.includes(service.token)) {
+            inDoubt = model.effectOf(request);
+            if (inDoubt !== undefined) {
+              outcomes.inDoubt++;
+              const after = await deletePlant(service.target, service.token, BARRIER_ID, { agent });
+              if (after.status !== 404) {
+                problems.push(
+                  `the delete of plant ${BARRIER_ID} after it answered ${after.status}`,
+                );
+              }
+            }
+          }
+          if (answer !== undefined) {
+            if (request !== undefined) {
               model.observe(request, answer, shown);
-            } else if (answeredByApp(answer)) {
+            } else if (!reading.wellFormed && answeredByApp(answer)) {
               const operation = storeOperation(raw.method, raw.target, answer.status);
               if (operation !== undefined) {
                 problems.push(
@@ -503,6 +573,9 @@ describe('fuzzing the HTTP surface of the real server process', () => {
             }
           }
           const now = reader.read();
+          if (inDoubt !== undefined && samePlant(now.get(inDoubt.id), inDoubt.plant)) {
+            model.apply(inDoubt);
+          }
           const unexplained = storeChanges(stored, model.present, now);
           if (unexplained.length > 0) {
             problems.push(
@@ -538,7 +611,8 @@ describe('fuzzing the HTTP surface of the real server process', () => {
     }
     console.log(
       `fuzz (raw TCP): ${RAW_RUNS} requests, ${outcomes.answered} answered, ` +
-        `${outcomes.closed} closed without an answer, ${outcomes.refusedWithToken} with the token ` +
+        `${outcomes.closed} closed without an answer (${outcomes.inDoubt} in doubt), ` +
+        `${outcomes.refusedWithToken} with the token ` +
         `to refuse; store answers: creates 200×${model.seen[200]} 409×${model.seen[409]}, ` +
         `deletes 204×${model.seen[204]} 404×${model.seen[404]}; ${model.present.size} plants left, ` +
         `${findings.size} kinds of problem found`,

@@ -68,6 +68,8 @@ export interface RawOutcome {
   readonly closedByServer: boolean;
   /** Neither a response nor a close within maxMs. */
   readonly hung: boolean;
+  /** The client ended its side of the connection, after `idleMs` without an answer. */
+  readonly halfClosed: boolean;
 }
 
 /**
@@ -84,13 +86,14 @@ export function rawExchange(
     const socket = net.connect(target.port, target.host);
     const chunks: Buffer[] = [];
     let settled = false;
-    const finish = (outcome: Omit<RawOutcome, 'data'>) => {
+    let halfClosed = false;
+    const finish = (outcome: Omit<RawOutcome, 'data' | 'halfClosed'>) => {
       if (settled) return;
       settled = true;
       clearTimeout(idle);
       clearTimeout(deadline);
       socket.destroy();
-      resolve({ data: Buffer.concat(chunks), ...outcome });
+      resolve({ data: Buffer.concat(chunks), halfClosed, ...outcome });
     };
     const check = (closed: boolean) => {
       let data: Buffer = Buffer.concat(chunks);
@@ -116,7 +119,10 @@ export function rawExchange(
         );
       }
     };
-    const idle = setTimeout(() => socket.end(), idleMs);
+    const idle = setTimeout(() => {
+      halfClosed = true;
+      socket.end();
+    }, idleMs);
     const deadline = setTimeout(() => finish({ closedByServer: false, hung: true }), maxMs);
     socket.on('data', (chunk: Buffer) => {
       chunks.push(chunk);
