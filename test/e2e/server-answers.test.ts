@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { targetOf } from '../reliability/support/http';
 import { responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf, waitFor } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
@@ -375,7 +376,7 @@ describe('requests pipelined on one connection', () => {
     // Its token's first check awaits the store (and records its use): made before the reset, so
     // that the first create reaches the store before the server can learn of it.
     expect((await callApi(own.server, own.token, 'DELETE', '/plants/9200')).status).toBe(404);
-    const socket = net.connect(Number(new URL(own.server.baseUrl).port), '127.0.0.1');
+    const socket = net.connect(targetOf(own.server.baseUrl).port, '127.0.0.1');
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('connect', resolve));
     fs.writeFileSync(flag, '-wal');

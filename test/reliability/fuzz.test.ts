@@ -223,12 +223,12 @@ class StoreModel {
     const violation = (what: string) => this.violations.push(`${what}\n${describe()}`);
 
     if (documented.operationId === 'createPlant' && (status === 200 || status === 409)) {
-      const verdict = request.body === undefined ? undefined : judgeNewPlant(request.body);
-      if (verdict?.valid !== true) {
-        violation(`${status} for a body that is not a NewPlant (${verdict?.why ?? 'no body'})`);
+      const created = newPlantOf(request);
+      if ('why' in created) {
+        violation(`${status} for a body that is not a NewPlant (${created.why})`);
         return;
       }
-      const id = verdict.id.toString();
+      const { id, plant } = created;
       this.ids.add(id);
       this.seen[status]++;
       if (status === 409) {
@@ -236,7 +236,6 @@ class StoreModel {
         return;
       }
       if (this.present.has(id)) violation(`200 although plant ${id} was already there`);
-      const plant = plantOf(verdict);
       this.present.set(id, plant);
       let body: unknown;
       try {
@@ -274,10 +273,8 @@ class StoreModel {
     const documented = documentedFor(request.method.toUpperCase(), request.path);
     if (documented.kind !== 'operation') return undefined;
     if (documented.operationId === 'createPlant') {
-      const verdict = request.body === undefined ? undefined : judgeNewPlant(request.body);
-      if (verdict?.valid !== true) return undefined;
-      const id = verdict.id.toString();
-      return this.present.has(id) ? undefined : { id, plant: plantOf(verdict) };
+      const created = newPlantOf(request);
+      return 'why' in created || this.present.has(created.id) ? undefined : created;
     }
     if (documented.operationId === 'deletePlant') {
       const { id } = pathIdOf(request);
@@ -304,11 +301,13 @@ function samePlant(a: StoredPlant | undefined, b: StoredPlant | undefined): bool
   return JSON.stringify(a) === JSON.stringify(b);
 }
 
-/** The plant a valid NewPlant stores. */
-function plantOf(verdict: { readonly name: string; readonly tag?: string }): StoredPlant {
-  return verdict.tag === undefined
-    ? { name: verdict.name }
-    : { name: verdict.name, tag: verdict.tag };
+/** The plant a create's body stores, and its id; or why the body is not a NewPlant. */
+function newPlantOf(request: FuzzRequest): { id: string; plant: StoredPlant } | { why: string } {
+  const verdict = request.body === undefined ? undefined : judgeNewPlant(request.body);
+  if (verdict?.valid !== true) return { why: verdict?.why ?? 'no body' };
+  const plant: StoredPlant =
+    verdict.tag === undefined ? { name: verdict.name } : { name: verdict.name, tag: verdict.tag };
+  return { id: verdict.id.toString(), plant };
 }
 
 /** The id segment of a `DELETE /plants/{id}` path, and the int64 it names if it is canonical. */
@@ -530,7 +529,8 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           // The store: a well-formed request's answer changes the model as over node:http; one the
           // server must refuse may have no answer that says it reached the store.
           const reading = readRawRequest(raw.bytes);
-          if (!reading.wellFormed && raw.bytes.includes(service.token)) outcomes.refusedWithToken++;
+          const withToken = raw.bytes.includes(service.token);
+          if (!reading.wellFormed && withToken) outcomes.refusedWithToken++;
           const request: FuzzRequest | undefined = reading.wellFormed
             ? {
                 method: reading.method,
@@ -548,7 +548,7 @@ describe('fuzzing the HTTP surface of the real server process', () => {
           // then taken as made if the store shows it.
           let inDoubt: StoreEffect | undefined;
           const unanswered = outcome.halfClosed && outcome.data.length === 0;
-          if (request !== undefined && unanswered && raw.bytes.includes(service.token)) {
+          if (request !== undefined && unanswered && withToken) {
             inDoubt = model.effectOf(request);
             if (inDoubt !== undefined) {
               outcomes.inDoubt++;

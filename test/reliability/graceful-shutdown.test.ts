@@ -109,15 +109,11 @@ function waitForOutput(service: Service, text: string, timeoutMs: number): Promi
 }
 
 /**
- * Resolves once the server process has read every byte sent so far on these requests'
- * connections, so that they are in flight, or arriving, when a signal lands.
+ * Resolves once the server process has read every byte sent so far on these connections, so that
+ * their requests are in flight, or arriving, when a signal lands.
  */
-function untilRead(service: Service, requests: readonly InFlight[]): Promise<void> {
-  return untilServerHasRead(
-    service.server.process.pid!,
-    service.target.port,
-    requests.map((request) => request.socket),
-  );
+function untilRead(service: Service, sockets: readonly net.Socket[]): Promise<void> {
+  return untilServerHasRead(service.server.process.pid!, service.target.port, sockets);
 }
 
 function bodyOf(response: ParsedResponse): unknown {
@@ -150,7 +146,10 @@ describe('graceful shutdown on SIGTERM', () => {
       'GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n',
     );
     // The server has read every head, so these requests are in flight when the signal lands.
-    await untilRead(service, [...requests, readiness]);
+    await untilRead(
+      service,
+      [...requests, readiness].map((request) => request.socket),
+    );
 
     const signalled = performance.now();
     const exited = service.server.stop('SIGTERM');
@@ -229,7 +228,7 @@ describe('graceful shutdown on SIGTERM', () => {
     expect((await createPlant(target, token, '{"id": 510, "name": "to delete"}')).status).toBe(200);
     const create = await slowCreate(target, token, 511, false);
     // The server has read its head, so it is in flight when the signal lands.
-    await untilRead(service, [create]);
+    await untilRead(service, [create.socket]);
 
     const exited = service.server.stop('SIGTERM');
     await waitForOutput(service, 'stopping', 5000);
@@ -270,7 +269,7 @@ describe('graceful shutdown on SIGTERM', () => {
         `Content-Length: ${1 << 20}\r\n\r\n${'a'.repeat(100_000)}`,
     );
     await answered;
-    await untilServerHasRead(service.server.process.pid!, service.target.port, [socket]);
+    await untilRead(service, [socket]);
     const signalled = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled;
@@ -356,7 +355,7 @@ describe('graceful shutdown on SIGTERM', () => {
     );
     // The server has read the head, so that its request is arriving when the signal lands (its
     // 408 can come no sooner than HEADERS_TIMEOUT_MS after it).
-    await untilRead(service, [stalled]);
+    await untilRead(service, [stalled.socket]);
     const signalled = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled;
@@ -397,7 +396,7 @@ describe('graceful shutdown on SIGTERM', () => {
     stalled.socket.once('close', () => {
       cutAfterMs = performance.now() - signalled.at;
     });
-    await untilRead(service, [stalled]);
+    await untilRead(service, [stalled.socket]);
     signalled.at = performance.now();
     const code = await service.server.stop('SIGTERM');
     const exitMs = performance.now() - signalled.at;
