@@ -187,8 +187,10 @@ function predict(request: FuzzRequest): readonly number[] | undefined {
 /** A short name for where a problem happened and what it was, to group findings by. */
 function kindOf(method: string, target: string, problem: string): string {
   const documented = documentedFor(method, target);
-  const where =
-    documented.kind === 'operation'
+  const unlisted = `${method} ${routedPathname(target)}`;
+  const where = UNLISTED_ENDPOINTS.has(unlisted)
+    ? `${unlisted} (outside the contract)`
+    : documented.kind === 'operation'
       ? `${method} ${documented.template}`
       : documented.kind === 'unknown-method'
         ? `${method} ${documented.template} (not an operation)`
