@@ -8,7 +8,6 @@ import {
   refusedRequestLevel,
   responseProblems,
   routedPathname,
-  UNLISTED_ENDPOINTS,
 } from './support/contract';
 import {
   bearer,
@@ -146,10 +145,8 @@ function predict(request: FuzzRequest): readonly number[] | undefined {
   const { path } = request;
   // Only plain origin-form targets: the query and fragment rules are left to the general checks.
   if (/[?#]/.test(path) || routedPathname(path) !== path) return undefined;
-  if (UNLISTED_ENDPOINTS.has(`${method} ${path}`)) {
-    return matchesAnyRepresentation(request) ? [304] : [200];
-  }
   const documented = documentedFor(method, path);
+  if (documented.kind === 'unlisted') return matchesAnyRepresentation(request) ? [304] : [200];
   if (documented.kind === 'unknown-path') return [404];
   if (documented.kind === 'unknown-method') return [405];
   if (documented.operationId !== 'createPlant' && documented.operationId !== 'deletePlant') {
@@ -187,14 +184,14 @@ function predict(request: FuzzRequest): readonly number[] | undefined {
 /** A short name for where a problem happened and what it was, to group findings by. */
 function kindOf(method: string, target: string, problem: string): string {
   const documented = documentedFor(method, target);
-  const unlisted = `${method} ${routedPathname(target)}`;
-  const where = UNLISTED_ENDPOINTS.has(unlisted)
-    ? `${unlisted} (outside the contract)`
-    : documented.kind === 'operation'
-      ? `${method} ${documented.template}`
-      : documented.kind === 'unknown-method'
-        ? `${method} ${documented.template} (not an operation)`
-        : `${method} (unknown path)`;
+  const where =
+    documented.kind === 'unlisted'
+      ? `${documented.endpoint} (outside the contract)`
+      : documented.kind === 'operation'
+        ? `${method} ${documented.template}`
+        : documented.kind === 'unknown-method'
+          ? `${method} ${documented.template} (not an operation)`
+          : `${method} (unknown path)`;
   return `${where}: ${problem.split(/[:;\n]/, 1)[0]}`;
 }
 

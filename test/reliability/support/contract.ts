@@ -16,6 +16,8 @@ export type Documented =
       readonly responses: ReadonlyMap<number, readonly string[]>;
     }
   | { readonly kind: 'unknown-path' }
+  /** Served but outside the contract (UNLISTED_ENDPOINTS): `endpoint` is its method and path. */
+  | { readonly kind: 'unlisted'; readonly endpoint: string }
   | {
       readonly kind: 'unknown-method';
       readonly template: string;
@@ -135,6 +137,8 @@ export function documentedFor(method: string, target: string): Documented {
   if (pathname === '/metrics' && method !== 'GET' && method !== 'HEAD') {
     return { kind: 'unknown-method', template: '/metrics', allow: ['GET', 'HEAD'] };
   }
+  const endpoint = `${method} ${pathname}`;
+  if (UNLISTED_ENDPOINTS.has(endpoint)) return { kind: 'unlisted', endpoint };
   const route = routes.find((candidate) => candidate.pattern.test(pathname));
   if (route === undefined) return { kind: 'unknown-path' };
   const effective = method === 'HEAD' && !route.operations.has('HEAD') ? 'GET' : method;
@@ -150,7 +154,7 @@ export function documentedFor(method: string, target: string): Documented {
  * with its GET route). Only its 200 is let through, and the 304 that every GET answers to
  * `If-None-Match: *` (see the contract's NotModified); anything else on it follows the contract.
  */
-export const UNLISTED_ENDPOINTS: ReadonlySet<string> = new Set(['GET /metrics', 'HEAD /metrics']);
+const UNLISTED_ENDPOINTS: ReadonlySet<string> = new Set(['GET /metrics', 'HEAD /metrics']);
 
 /** The operation ids of the contract, for reports. */
 export function operationIds(): string[] {
@@ -240,13 +244,12 @@ export function responseProblems(
     return problems;
   }
   if (ALWAYS_DOCUMENTED.has(status)) return problems;
-  if (
-    UNLISTED_ENDPOINTS.has(`${method} ${routedPathname(target)}`) &&
-    (status === 200 || status === 304)
-  ) {
-    return problems;
-  }
   switch (documented.kind) {
+    case 'unlisted':
+      if (status !== 200 && status !== 304) {
+        problems.push(`${documented.endpoint} answered ${status}, not 200 or 304`);
+      }
+      break;
     case 'unknown-path':
       if (status !== 404) problems.push(`unknown path answered ${status}, not 404`);
       break;
