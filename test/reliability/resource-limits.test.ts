@@ -680,22 +680,15 @@ async function cpuScaling(
     hostileBodies(Math.floor(limit / SCALE), idBase + 10 * (k + 1)),
   );
   const agent = keepAliveAgent(1);
-  const post = (body: Buffer) =>
-    send(
-      service.target,
-      {
-        method: 'POST',
-        path: '/plants',
-        headers: { ...bearer(service.token), 'Content-Type': 'application/json' },
-        body,
-      },
-      { agent, timeoutMs: 30_000 },
-    );
   /** The server's CPU seconds for posting `batch` in turn, and the answers it should not give. */
   const cpuOf = async (batch: readonly Hostile[]) => {
     const before = await serverCpuSeconds(service, agent);
     const answers = [];
-    for (const { body } of batch) answers.push(await post(body));
+    for (const { body } of batch) {
+      answers.push(
+        await createPlant(service.target, service.token, body, { agent, timeoutMs: 30_000 }),
+      );
+    }
     const seconds = (await serverCpuSeconds(service, agent)) - before;
     const problems: string[] = [];
     for (const [i, answer] of answers.entries()) {

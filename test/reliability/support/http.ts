@@ -121,7 +121,7 @@ export function bearer(token: string): Record<string, string> {
 export function createPlant(
   target: Target,
   token: string,
-  json: string,
+  json: string | Buffer,
   options: SendOptions = {},
 ): Promise<Answer> {
   return send(
