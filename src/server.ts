@@ -5,6 +5,7 @@ import type { HttpServerConfig } from './config';
 import {
   createClientErrorHandler,
   createConnectHandler,
+  serverAnsweredOn,
   type Connection,
   type ServerAnswerListener,
 } from './http/client-errors';
@@ -131,10 +132,15 @@ export function createHttpServer(
   // Authorization placed after a thousand filler lines would escape the checks of `handle` below
   // and the app's. The header bytes stay bounded by maxHeaderSize.
   server.maxHeadersCount = 0;
-  server.on('clientError', createClientErrorHandler(logger, onServerAnswer));
+  server.on(
+    'clientError',
+    createClientErrorHandler(logger, config.keepAliveTimeoutMs, onServerAnswer),
+  );
   server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   const connections = limitConnections(server, config, logger);
   const handle: http.RequestListener = (req, res) => {
+    // Its headers came after the server's own answer on the connection: not processed.
+    if (serverAnsweredOn(req.socket)) return;
     const { closing } = connections;
     if (closing?.has(req.socket) === true && !servePipelinedAfterClose(req.socket, closing)) {
       return;

@@ -88,9 +88,30 @@ function afterEarlierResponses(
   current.once('close', () => afterEarlierResponses(socket, then));
 }
 
-/** Writes an answer of the server's own in the contract's Error shape, and closes the connection. */
+/** Connections the server has answered itself, which it closes; see serverAnsweredOn. */
+const answeredConnections = new WeakSet<Socket>();
+
+/**
+ * Whether the server has written an answer of its own on this connection (a 400, 408 or 431, or
+ * the 405 to CONNECT), after which it closes it. No request on it is processed after that answer,
+ * neither the one it answered, whose body may still arrive whole, nor one whose headers arrive
+ * after it (RFC 9112 section 9.6): its client was told that the request failed, and a late body
+ * must not store or delete a plant behind that answer.
+ */
+export function serverAnsweredOn(socket: Socket): boolean {
+  return answeredConnections.has(socket);
+}
+
+/**
+ * Writes an answer of the server's own in the contract's Error shape, and closes the connection:
+ * this side at once, after the answer; the whole connection when its client closes its side, or
+ * `lingerMs` after the answer (KEEP_ALIVE_TIMEOUT_MS), whatever the client goes on sending. Until
+ * then what arrives is read, so that it cannot turn the close into a reset that would discard the
+ * answer before the client reads it, but processed no more (serverAnsweredOn).
+ */
 function writeAnswer(
   socket: Socket,
+  lingerMs: number,
   answer: {
     readonly status: number;
     readonly message: string;
@@ -115,6 +136,9 @@ function writeAnswer(
       'Connection: close\r\n\r\n' +
       (answer.head ? '' : body),
   );
+  answeredConnections.add(socket);
+  const linger = setTimeout(() => socket.destroy(), lingerMs).unref();
+  socket.once('close', () => clearTimeout(linger));
 }
 
 /**
@@ -126,6 +150,7 @@ function writeAnswer(
 function answerClientError(
   error: ClientError,
   socket: Socket,
+  lingerMs: number,
   logger: Logger,
   failedOwn: OwnResponse | undefined,
 ): number {
@@ -140,7 +165,7 @@ function answerClientError(
   // A response to HEAD has no body, even when the rest of the request could not be parsed: its
   // own response knows its method; without one, the failed bytes may say.
   const head = failedOwn === undefined ? failedRequestIsHead(error) : failedOwn._hasBody === false;
-  writeAnswer(socket, { status, message: STATUS_TEXT[status] as string, reqId, head });
+  writeAnswer(socket, lingerMs, { status, message: STATUS_TEXT[status] as string, reqId, head });
   if (failedOwn !== undefined) markAnsweredByServer(failedOwn);
   const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
   logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
@@ -154,11 +179,13 @@ function requestLineOf(req: http.IncomingMessage): { method: string; path: strin
 
 /**
  * Handles node:http's clientError: answers the failed request (answerClientError) after the
- * responses to the requests before it on the connection, then closes the connection. Node reports
- * a parse error again for each chunk that arrives after it, so each connection is answered once.
+ * responses to the requests before it on the connection, then closes the connection, at the
+ * latest `lingerMs` after the answer (see writeAnswer). Node reports a parse error again for each
+ * chunk that arrives after it, so each connection is answered once.
  */
 export function createClientErrorHandler(
   logger: Logger,
+  lingerMs: number,
   onAnswer?: ServerAnswerListener,
 ): (error: ClientError, socket: Socket) => void {
   const answered = new WeakSet<Socket>();
@@ -180,7 +207,7 @@ export function createClientErrorHandler(
         socket.destroy();
         return;
       }
-      const status = answerClientError(error, socket, logger, failedOwn);
+      const status = answerClientError(error, socket, lingerMs, logger, failedOwn);
       onAnswer?.(status, error.code);
     });
   };
@@ -194,7 +221,8 @@ export function createClientErrorHandler(
  * and with it the answers still due to those requests. node:http has stopped reading the
  * connection and timing it out by then: what the client sends after its request is dropped, and
  * the connection, closed from this side after the answer, closes once the client closes its side,
- * or is destroyed after `idleTimeoutMs` without traffic (KEEP_ALIVE_TIMEOUT_MS).
+ * or is destroyed after `idleTimeoutMs` without traffic before the answer (KEEP_ALIVE_TIMEOUT_MS),
+ * and that long after the answer whatever the client sends (see writeAnswer).
  */
 export function createConnectHandler(
   logger: Logger,
@@ -214,7 +242,13 @@ export function createConnectHandler(
       const status = 405;
       const reqId = newRequestId(req.headers['x-request-id']);
       const message = 'CONNECT is not allowed: this service is not a proxy.';
-      writeAnswer(socket, { status, message, reqId, head: false, headers: 'Allow: \r\n' });
+      writeAnswer(socket, idleTimeoutMs, {
+        status,
+        message,
+        reqId,
+        head: false,
+        headers: 'Allow: \r\n',
+      });
       logger.info({ reqId, req: requestLineOf(req), res: { status }, cause: 'CONNECT' }, 'request');
       onAnswer?.(status, 'CONNECT');
     });

@@ -1,4 +1,5 @@
 import type { RequestHandler } from 'express';
+import { serverAnsweredOn } from './client-errors';
 import type { RouteInfo } from './openapi-document';
 import type { OperationHandlers, OperationId } from './openapi-types';
 import { routedOperation } from './route-gate';
@@ -23,6 +24,9 @@ export function createOperationsRouter(
     }
   }
   return (req, res, next) => {
+    // The server answered this request itself (its body came too late: a 408) before it came
+    // whole: its client was told that it failed, and it changes nothing.
+    if (serverAnsweredOn(req.socket)) return;
     const operation = routedOperation(res);
     // Fail closed: a request the validator did not check against this very operation never
     // reaches a handler.

@@ -15,7 +15,7 @@ import {
   type RunningServer,
 } from '../support/server-process';
 import { readSqlitePlantIds } from '../support/stored-plants';
-import { serverHoldsConnection } from '../support/tcp-connections';
+import { serverHoldsConnection, untilServerHasRead } from '../support/tcp-connections';
 
 /**
  * The answers the HTTP server writes itself, to what it cannot parse (src/http/client-errors.ts),
@@ -229,6 +229,129 @@ describe('an answer the server writes itself', () => {
       message: 'request',
     });
     expect(linesOf(server, 'mine-slow-body')).toHaveLength(1);
+  });
+});
+
+describe('what a client sends after an answer the server writes itself', () => {
+  // A server of its own, whose connections close a second after the server's own answer.
+  let closing: RunningServer;
+  let closingToken: string;
+  let closingPath: string;
+  beforeAll(async () => {
+    closingPath = tempSqlitePath();
+    ({ server: closing, token: closingToken } = await startWithToken({
+      sqlitePath: closingPath,
+      env: {
+        HEADERS_TIMEOUT_MS: '1000',
+        REQUEST_TIMEOUT_MS: '1000',
+        KEEP_ALIVE_TIMEOUT_MS: '1000',
+      },
+    }));
+  });
+
+  /** What the server sent on a connection, and whether it let the connection go. */
+  interface AfterAnswer {
+    readonly data: Buffer;
+    readonly released: boolean;
+  }
+
+  /**
+   * Sends `first` on a connection whose client never closes its side, and `rest` once the server
+   * has answered (then, with `trickle`, a byte every 200 ms); once the server has read `rest`,
+   * waits up to 5 s for it to let the connection go (KEEP_ALIVE_TIMEOUT_MS is 1 s here).
+   */
+  async function sendOnAfterAnswer(
+    first: string,
+    rest: string,
+    { trickle = false } = {},
+  ): Promise<AfterAnswer> {
+    const serverPort = Number(new URL(closing.baseUrl).port);
+    const pid = closing.process.pid!;
+    const socket = net.connect({ port: serverPort, host: '127.0.0.1', allowHalfOpen: true });
+    socket.on('error', () => undefined);
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const answered = new Promise((resolve) => socket.once('data', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write(first);
+    await answered;
+    socket.write(rest);
+    await untilServerHasRead(pid, serverPort, [socket]);
+    const trickling = trickle ? setInterval(() => socket.write(' '), 200) : undefined;
+    const released = await waitFor(
+      'the server letting the connection go',
+      () => !serverHoldsConnection(pid, serverPort, socket.localPort!),
+      5000,
+    ).then(
+      () => true,
+      () => false,
+    );
+    clearInterval(trickling);
+    socket.destroy();
+    return { data: Buffer.concat(chunks), released };
+  }
+
+  const createLate = (id: number) => {
+    const body = JSON.stringify({ id, name: 'late' });
+    const head =
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${closingToken}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n`;
+    return { head, body };
+  };
+
+  it('does not store a create whose body arrives whole after its 408, and closes the connection', async () => {
+    const { head, body } = createLate(8101);
+
+    const { data, released } = await sendOnAfterAnswer(
+      `${head}\r\n${body.slice(0, 5)}`,
+      body.slice(5),
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([408]);
+    // The server read the rest a second before it let the connection go: time to have stored it.
+    expect(readSqlitePlantIds(closingPath)).not.toContain(8101n);
+    expect(released).toBe(true);
+  });
+
+  it('does not store a create whose headers end after the 408 to them', async () => {
+    const { head, body } = createLate(8102);
+
+    const { data, released } = await sendOnAfterAnswer(head, `\r\n${body}`);
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([408]);
+    expect(readSqlitePlantIds(closingPath)).not.toContain(8102n);
+    expect(released).toBe(true);
+  });
+
+  it('does not delete a plant whose DELETE body arrives whole after its 408', async () => {
+    const created = await callApi(
+      closing,
+      closingToken,
+      'POST',
+      '/plants',
+      '{"id": 8103, "name": "kept"}',
+    );
+    expect(created.status).toBe(200);
+    const head =
+      `DELETE /plants/8103 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${closingToken}\r\n` +
+      'Content-Length: 10\r\n\r\n';
+
+    const { data, released } = await sendOnAfterAnswer(`${head}12345`, '67890');
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([408]);
+    expect(readSqlitePlantIds(closingPath)).toContain(8103n);
+    expect(released).toBe(true);
+  });
+
+  it('closes the connection of a CONNECT whose client goes on sending after the answer', async () => {
+    const { data, released } = await sendOnAfterAnswer(
+      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
+      'x',
+      { trickle: true },
+    );
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([405]);
+    expect(released).toBe(true);
   });
 });
 
