@@ -7,8 +7,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
-import { markAnsweredByServer, newRequestId, pathOf } from './request-log';
-import { methodAsSent } from './route-gate';
+import { markAnsweredByServer, newRequestId, requestLineOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
   400: 'The request could not be parsed as HTTP/1.1.',
@@ -170,11 +169,6 @@ function answerClientError(
   const req = failedOwn === undefined ? undefined : requestLineOf(failedOwn.req);
   logger.info({ reqId, req, res: { status }, cause: error.code }, 'request');
   return status;
-}
-
-/** The method and path (never the query) of a request whose headers arrived, as its log line has them. */
-function requestLineOf(req: http.IncomingMessage): { method: string; path: string } {
-  return { method: methodAsSent(req), path: pathOf(req.url ?? '') };
 }
 
 /**

@@ -6,7 +6,7 @@ import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
 import { HttpProblem, PATH_ID, UNKNOWN_QUERY_PARAMETER } from './http-error';
 import { CANONICAL_INT64_RULE } from './int64';
-import { requestIdOf } from './request-log';
+import { requestIdOf, requestLineOf } from './request-log';
 import type { Json } from './openapi-types';
 
 const DOMAIN_STATUS: Readonly<Record<DomainErrorCode, number>> = { conflict: 409, not_found: 404 };
@@ -93,7 +93,7 @@ export function createErrorHandler(logger: Logger): ErrorRequestHandler {
     }
     let answer = toAnswer(error);
     // Named as in the request line (request-log.ts), so that a search by req.path finds both.
-    const context = { reqId: requestIdOf(res), req: { method: req.method, path: req.path } };
+    const context = { reqId: requestIdOf(res), req: requestLineOf(req) };
     if (answer === UNAVAILABLE) {
       logger.warn({ ...context, cause: String((error as Error).cause) }, 'store unavailable');
     }

@@ -1,10 +1,10 @@
 import cluster from 'node:cluster';
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestHandler } from 'express';
 import pino from 'pino';
 import type { Logger } from '../logger';
-import { routedOperation } from './route-gate';
+import { methodAsSent, routedOperation } from './route-gate';
 
 /** An incoming id is kept only when it is short and plain, so it cannot forge log lines or headers. */
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -23,6 +23,14 @@ export function requestIdOf(res: ServerResponse): string {
 export function pathOf(url: string): string {
   const query = url.indexOf('?');
   return query === -1 ? url : url.slice(0, query);
+}
+
+/**
+ * The method as the client sent it and the path (never the query) of a request whose headers
+ * arrived, as its request line has them; other lines about the request name it so too.
+ */
+export function requestLineOf(req: IncomingMessage): { method: string; path: string } {
+  return { method: methodAsSent(req), path: pathOf(req.url ?? '') };
 }
 
 /** What is known of a request once its response is written. */

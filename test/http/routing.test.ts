@@ -131,6 +131,19 @@ describe('unauthenticated endpoints', () => {
     t.errors.length = 0;
   });
 
+  it('HEAD /readyz with the store gone: its warning names the request as its request line does', async () => {
+    await t.store.close();
+    const res = await request(t.app).head('/readyz').set('X-Request-Id', 'head-unavailable');
+    expect(res.status).toBe(503);
+    const named = t.logs
+      .filter((line) => line['reqId'] === 'head-unavailable')
+      .map((line) => [line.message, line['req']]);
+    expect(named).toEqual([
+      ['store unavailable', { method: 'HEAD', path: '/readyz' }],
+      ['request', { method: 'HEAD', path: '/readyz' }],
+    ]);
+  });
+
   it('HEAD /healthz answers 200 without a body', async () => {
     const res = await request(t.app).head('/healthz');
     expect(res.status).toBe(200);
