@@ -4,7 +4,7 @@ import { HttpError as ValidatorError } from 'express-openapi-validator/dist/fram
 import type { Logger } from '../logger';
 import { DomainError, type DomainErrorCode } from '../service/errors';
 import { StoreUnavailableError } from '../store/plant-store';
-import { HttpProblem, PATH_ID, UNKNOWN_QUERY_PARAMETER } from './http-error';
+import { HttpProblem, PATH_ID, RETRY_SOON, UNKNOWN_QUERY_PARAMETER } from './http-error';
 import { CANONICAL_INT64_RULE } from './int64';
 import { requestIdOf, requestLineOf } from './request-log';
 import type { Json } from './openapi-types';
@@ -60,7 +60,7 @@ interface Answer {
 const UNAVAILABLE: Answer = {
   status: 503,
   message: 'The store is unavailable; try again shortly.',
-  headers: { 'Retry-After': '1' },
+  headers: RETRY_SOON,
 };
 
 function toAnswer(error: unknown): Answer | undefined {

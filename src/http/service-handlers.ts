@@ -1,6 +1,6 @@
 import type { RequestHandler } from 'express';
 import { StoreUnavailableError } from '../store/plant-store';
-import { HttpProblem } from './http-error';
+import { HttpProblem, RETRY_SOON } from './http-error';
 import type { OpenApiDocument } from './openapi-document';
 import type { Json, OperationId } from './openapi-types';
 
@@ -10,8 +10,6 @@ export interface Readiness {
   checkStore(): Promise<void>;
   isShuttingDown(): boolean;
 }
-
-const RETRY = { 'Retry-After': '1' };
 
 /**
  * `check`, with the calls made while one is in flight sharing it: a burst of probes costs the store
@@ -40,7 +38,7 @@ export function createServiceHandlers(
   return {
     async getReadiness(_req, res) {
       if (readiness.isShuttingDown())
-        throw new HttpProblem(503, 'The service is shutting down.', RETRY);
+        throw new HttpProblem(503, 'The service is shutting down.', RETRY_SOON);
       try {
         await checkStore();
       } catch (error) {
