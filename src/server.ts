@@ -139,8 +139,15 @@ export function createHttpServer(
   server.on('connect', createConnectHandler(logger, config.keepAliveTimeoutMs, onServerAnswer));
   const connections = limitConnections(server, config, logger);
   const handle: http.RequestListener = (req, res) => {
-    // Its headers came after the server's own answer on the connection: not processed.
-    if (serverAnsweredOn(req.socket)) return;
+    // Its headers came after the server's own answer on the connection: not processed, and the
+    // connection is read no further, so that requests sent after the answer do not pile up in the
+    // process until it is let go (client-errors.ts).
+    if (serverAnsweredOn(req.socket)) {
+      const connection: Connection = req.socket;
+      connection._paused = true;
+      connection.pause();
+      return;
+    }
     const { closing } = connections;
     if (closing?.has(req.socket) === true && !servePipelinedAfterClose(req.socket, closing)) {
       return;
@@ -199,6 +206,11 @@ function isIdle(socket: Connection): boolean {
   );
 }
 
+/** A connection the server has answered itself, whose answer has left the process: nothing is due on it. */
+function answeredAndSent(socket: Connection): boolean {
+  return serverAnsweredOn(socket) && socket.writableFinished;
+}
+
 /**
  * Stops accepting connections, lets in-flight requests finish for up to `deadlineMs`, then closes
  * what is left; resolves once the server is closed.
@@ -222,11 +234,11 @@ export function closeGracefully(server: http.Server, deadlineMs: number): Promis
   }
   // A keep-alive connection whose last request just finished is closed at once, not after its
   // time-out (isIdle). A connection kept open only to read the rest of a body after its answer
-  // (lingerForBody) would hold the shutdown up to its deadline: its answer is written, and it goes
-  // now.
+  // (lingerForBody), or after the server's own answer (answeredAndSent), would hold the shutdown up
+  // to its deadline: its answer is written, and it goes now.
   const closeIdle = () => {
     for (const socket of connections?.open ?? []) {
-      if (isLingering(socket) || isIdle(socket)) socket.destroy();
+      if (isLingering(socket) || isIdle(socket) || answeredAndSent(socket)) socket.destroy();
     }
   };
   return new Promise((resolve) => {

@@ -101,12 +101,43 @@ export function serverAnsweredOn(socket: Socket): boolean {
   return answeredConnections.has(socket);
 }
 
+/** What a connection still holds of its answers in the process, not yet taken by the kernel. */
+function unsent(socket: Socket): number {
+  const handle = (socket as { _handle?: { writeQueueSize?: number } | null })._handle;
+  return socket.writableLength + (handle?.writeQueueSize ?? 0);
+}
+
+/**
+ * Lets go of a connection the server has answered itself: `lingerMs` after its answer has left the
+ * process (the socket's 'finish'), so that its client has had that long to read it before a
+ * reset could discard it; or once the client has taken nothing more of its answers for `lingerMs`
+ * (it stopped reading); or when the client closes its side.
+ */
+function letGoAfterAnswer(socket: Socket, lingerMs: number): void {
+  let left = unsent(socket);
+  const unlessTaking = () => {
+    const now = unsent(socket);
+    if (now >= left) {
+      socket.destroy();
+      return;
+    }
+    left = now;
+    timer = setTimeout(unlessTaking, lingerMs).unref();
+  };
+  let timer = setTimeout(unlessTaking, lingerMs).unref();
+  socket.once('finish', () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => socket.destroy(), lingerMs).unref();
+  });
+  socket.once('close', () => clearTimeout(timer));
+}
+
 /**
  * Writes an answer of the server's own in the contract's Error shape, and closes the connection:
- * this side at once, after the answer; the whole connection when its client closes its side, or
- * `lingerMs` after the answer (KEEP_ALIVE_TIMEOUT_MS), whatever the client goes on sending. Until
- * then what arrives is read, so that it cannot turn the close into a reset that would discard the
- * answer before the client reads it, but processed no more (serverAnsweredOn).
+ * this side at once, after the answer, and the whole connection as letGoAfterAnswer says. Until
+ * then what arrives is read and processed no more (serverAnsweredOn): a client that goes on
+ * sending cannot turn the close into a reset that would discard the answer before it reads it,
+ * except one that sends whole requests, whose connection is read no further (see server.ts).
  */
 function writeAnswer(
   socket: Socket,
@@ -136,8 +167,7 @@ function writeAnswer(
       (answer.head ? '' : body),
   );
   answeredConnections.add(socket);
-  const linger = setTimeout(() => socket.destroy(), lingerMs).unref();
-  socket.once('close', () => clearTimeout(linger));
+  letGoAfterAnswer(socket, lingerMs);
 }
 
 /**
@@ -174,8 +204,8 @@ function answerClientError(
 /**
  * Handles node:http's clientError: answers the failed request (answerClientError) after the
  * responses to the requests before it on the connection, then closes the connection, at the
- * latest `lingerMs` after the answer (see writeAnswer). Node reports a parse error again for each
- * chunk that arrives after it, so each connection is answered once.
+ * latest as letGoAfterAnswer says. Node reports a parse error again for each chunk that arrives
+ * after it, so each connection is answered once.
  */
 export function createClientErrorHandler(
   logger: Logger,
@@ -184,7 +214,14 @@ export function createClientErrorHandler(
 ): (error: ClientError, socket: Socket) => void {
   const answered = new WeakSet<Socket>();
   return (error, socket) => {
-    if (!socket.writable || error.code === 'ECONNRESET') {
+    if (error.code === 'ECONNRESET') {
+      socket.destroy();
+      return;
+    }
+    // Each chunk after a parse error is reported again: read and dropped, as after any answer of
+    // the server's own, until the connection is let go.
+    if (serverAnsweredOn(socket)) return;
+    if (!socket.writable) {
       socket.destroy();
       return;
     }
@@ -216,7 +253,7 @@ export function createClientErrorHandler(
  * connection and timing it out by then: what the client sends after its request is dropped, and
  * the connection, closed from this side after the answer, closes once the client closes its side,
  * or is destroyed after `idleTimeoutMs` without traffic before the answer (KEEP_ALIVE_TIMEOUT_MS),
- * and that long after the answer whatever the client sends (see writeAnswer).
+ * and as letGoAfterAnswer says after it, whatever the client sends.
  */
 export function createConnectHandler(
   logger: Logger,

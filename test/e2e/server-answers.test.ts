@@ -233,7 +233,7 @@ describe('an answer the server writes itself', () => {
 });
 
 describe('what a client sends after an answer the server writes itself', () => {
-  // A server of its own, whose connections close a second after the server's own answer.
+  // A server of its own, whose connections close two seconds after the server's own answer.
   let closing: RunningServer;
   let closingToken: string;
   let closingPath: string;
@@ -244,7 +244,7 @@ describe('what a client sends after an answer the server writes itself', () => {
       env: {
         HEADERS_TIMEOUT_MS: '1000',
         REQUEST_TIMEOUT_MS: '1000',
-        KEEP_ALIVE_TIMEOUT_MS: '1000',
+        KEEP_ALIVE_TIMEOUT_MS: '2000',
       },
     }));
   });
@@ -255,19 +255,16 @@ describe('what a client sends after an answer the server writes itself', () => {
     readonly released: boolean;
   }
 
+  const closingPort = () => Number(new URL(closing.baseUrl).port);
+
   /**
-   * Sends `first` on a connection whose client never closes its side, and `rest` once the server
-   * has answered (then, with `trickle`, a byte every 200 ms); once the server has read `rest`,
-   * waits up to 5 s for it to let the connection go (KEEP_ALIVE_TIMEOUT_MS is 1 s here).
+   * Sends `first` on a new connection whose client never closes its side, and resolves once the
+   * server has answered; `chunks` gathers what the server sends.
    */
-  async function sendOnAfterAnswer(
+  async function answeredConnection(
     first: string,
-    rest: string,
-    { trickle = false } = {},
-  ): Promise<AfterAnswer> {
-    const serverPort = Number(new URL(closing.baseUrl).port);
-    const pid = closing.process.pid!;
-    const socket = net.connect({ port: serverPort, host: '127.0.0.1', allowHalfOpen: true });
+  ): Promise<{ socket: net.Socket; chunks: Buffer[] }> {
+    const socket = net.connect({ port: closingPort(), host: '127.0.0.1', allowHalfOpen: true });
     socket.on('error', () => undefined);
     const chunks: Buffer[] = [];
     socket.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -275,20 +272,39 @@ describe('what a client sends after an answer the server writes itself', () => {
     await new Promise((resolve) => socket.once('connect', resolve));
     socket.write(first);
     await answered;
+    return { socket, chunks };
+  }
+
+  /**
+   * Sends `first` on a connection whose client never closes its side, and `rest` once the server
+   * has answered (then, with `trickle`, a byte every 200 ms); once the server has read `rest`,
+   * waits up to 8 s for it to let the connection go (KEEP_ALIVE_TIMEOUT_MS is 2 s here).
+   */
+  async function sendOnAfterAnswer(
+    first: string,
+    rest: string,
+    { trickle = false } = {},
+  ): Promise<AfterAnswer> {
+    const { socket, chunks } = await answeredConnection(first);
     socket.write(rest);
-    await untilServerHasRead(pid, serverPort, [socket]);
+    await untilServerHasRead(closing.process.pid!, closingPort(), [socket]);
     const trickling = trickle ? setInterval(() => socket.write(' '), 200) : undefined;
-    const released = await waitFor(
+    const released = await letGo(socket);
+    clearInterval(trickling);
+    socket.destroy();
+    return { data: Buffer.concat(chunks), released };
+  }
+
+  /** Whether the server lets the connection of `socket` go within 8 s. */
+  function letGo(socket: net.Socket): Promise<boolean> {
+    return waitFor(
       'the server letting the connection go',
-      () => !serverHoldsConnection(pid, serverPort, socket.localPort!),
-      5000,
+      () => !serverHoldsConnection(closing.process.pid!, closingPort(), socket.localPort!),
+      8000,
     ).then(
       () => true,
       () => false,
     );
-    clearInterval(trickling);
-    socket.destroy();
-    return { data: Buffer.concat(chunks), released };
   }
 
   const createLate = (id: number) => {
@@ -340,6 +356,28 @@ describe('what a client sends after an answer the server writes itself', () => {
 
     expect(responsesIn(data).map((answer) => answer.status)).toEqual([408]);
     expect(readSqlitePlantIds(closingPath)).toContain(8103n);
+    expect(released).toBe(true);
+  });
+
+  it('serves none of the requests pipelined after a 408 to headers, and reads no further', async () => {
+    const { socket, chunks } = await answeredConnection(
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ',
+    );
+    // The slow headers end, and 20,000 requests follow them (about 1 MB).
+    const requests = Array.from(
+      { length: 20_000 },
+      (_, i) => `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Request-Id: after-408-${i}\r\n\r\n`,
+    );
+    socket.write(`\r\n\r\n${requests.join('')}`);
+
+    // The server stops reading at the first request after its answer: the rest stays unread.
+    await expect(
+      untilServerHasRead(closing.process.pid!, closingPort(), [socket], 1000),
+    ).rejects.toThrow();
+    const released = await letGo(socket);
+    socket.destroy();
+    expect(responsesIn(Buffer.concat(chunks)).map((answer) => answer.status)).toEqual([408]);
+    expect(linesOf(closing, 'after-408-0')).toEqual([]);
     expect(released).toBe(true);
   });
 
