@@ -98,6 +98,32 @@ interface ConverseOptions {
   readonly halfClose?: boolean;
 }
 
+/**
+ * Starts a server of its own with `env`, sends `request` on a connection whose client keeps its
+ * side open, and once the server has answered it stops the server: the statuses answered, the
+ * server's exit code and how long its shutdown took.
+ */
+async function stopAfterOwnAnswer(
+  env: Readonly<Record<string, string>>,
+  request: string,
+): Promise<{ statuses: number[]; exitCode: number | null; stopMs: number }> {
+  const { server: draining } = await startWithToken({ env });
+  const socket = net.connect({
+    port: Number(new URL(draining.baseUrl).port),
+    host: '127.0.0.1',
+    allowHalfOpen: true,
+  });
+  socket.on('error', () => undefined);
+  const answered = new Promise<Buffer>((resolve) => socket.once('data', resolve));
+  socket.write(request);
+  const statuses = responsesIn(await answered).map((answer) => answer.status);
+  const stopping = performance.now();
+  const exitCode = await draining.stop();
+  const stopMs = performance.now() - stopping;
+  socket.destroy();
+  return { statuses, exitCode, stopMs };
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 const UNPARSEABLE = { error: 400, message: 'The request could not be parsed as HTTP/1.1.' };
@@ -379,6 +405,30 @@ describe('what a client sends after an answer the server writes itself', () => {
     expect(responsesIn(Buffer.concat(chunks)).map((answer) => answer.status)).toEqual([408]);
     expect(linesOf(closing, 'after-408-0')).toEqual([]);
     expect(released).toBe(true);
+  });
+
+  it('reads and drops what follows a 400, then lets the connection go', async () => {
+    const { data, released } = await sendOnAfterAnswer('GET / HTTP/9\r\n\r\n', 'more of it');
+
+    expect(responsesIn(data).map((answer) => answer.status)).toEqual([400]);
+    expect(released).toBe(true);
+  });
+
+  it('does not hold up a shutdown once its answer has left', async () => {
+    const { statuses, exitCode, stopMs } = await stopAfterOwnAnswer(
+      {
+        REQUEST_TIMEOUT_MS: '1000',
+        HEADERS_TIMEOUT_MS: '1000',
+        KEEP_ALIVE_TIMEOUT_MS: '60000',
+        SHUTDOWN_TIMEOUT_MS: '30000',
+      },
+      'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ',
+    );
+
+    expect(statuses).toEqual([408]);
+    expect(exitCode).toBe(0);
+    // Far from the 60 s the connection would otherwise be kept, or the 30 s of the deadline.
+    expect(stopMs).toBeLessThan(5000);
   });
 
   it('closes the connection of a CONNECT whose client goes on sending after the answer', async () => {
@@ -904,23 +954,14 @@ describe('a CONNECT request', () => {
   });
 
   it('does not hold up a shutdown when its client leaves the connection half open', async () => {
-    const { server: draining } = await startWithToken({
-      env: { SHUTDOWN_TIMEOUT_MS: '1000', KEEP_ALIVE_TIMEOUT_MS: '60000' },
-    });
-    const socket = net.connect({
-      port: Number(new URL(draining.baseUrl).port),
-      host: '127.0.0.1',
-      allowHalfOpen: true,
-    });
-    socket.on('error', () => undefined);
-    const answered = new Promise<Buffer>((resolve) => socket.once('data', resolve));
-    socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
-    expect(responsesIn(await answered).map((answer) => answer.status)).toEqual([405]);
+    const { statuses, exitCode, stopMs } = await stopAfterOwnAnswer(
+      { SHUTDOWN_TIMEOUT_MS: '1000', KEEP_ALIVE_TIMEOUT_MS: '60000' },
+      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
+    );
 
-    const stopping = performance.now();
-    expect(await draining.stop()).toBe(0);
-    expect(performance.now() - stopping).toBeLessThan(4000);
-    socket.destroy();
+    expect(statuses).toEqual([405]);
+    expect(exitCode).toBe(0);
+    expect(stopMs).toBeLessThan(4000);
   });
 
   it('is answered after the requests pipelined before it, which are served', async () => {
