@@ -431,6 +431,42 @@ describe('what a client sends after an answer the server writes itself', () => {
     expect(stopMs).toBeLessThan(5000);
   });
 
+  it('does not store a create pipelined behind one held in its commit, whose body comes whole after its time-out', async () => {
+    // A server of its own whose WAL syncs wait while `flag` exists: the first create is held in
+    // its commit while the second's body stops, times out, and then arrives whole; its 408 waits
+    // for the first's answer.
+    const ownPath = tempSqlitePath();
+    const flag = `${ownPath}.disk-flag`;
+    const own = await startWithToken({
+      sqlitePath: ownPath,
+      env: { ...hangingDiskEnv(flag), REQUEST_TIMEOUT_MS: '1000', HEADERS_TIMEOUT_MS: '1000' },
+    });
+    expect((await callApi(own.server, own.token, 'DELETE', '/plants/9300')).status).toBe(404);
+    const socket = net.connect(targetOf(own.server.baseUrl).port, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    fs.writeFileSync(flag, '-wal');
+    const second = createPlant(9302, own.token);
+    const cut = second.indexOf('\r\n\r\n') + 6;
+    socket.write(createPlant(9301, own.token) + second.slice(0, cut));
+    await waitFor(
+      'the first create in the file',
+      () => readSqlitePlantIds(ownPath).includes(9301n),
+      10_000,
+    );
+    // Past the second's REQUEST_TIMEOUT_MS and the server's check of it (once a second).
+    await sleep(3500);
+    await new Promise((resolve) => socket.write(second.slice(cut), resolve));
+    answerHungDisk(flag);
+    await closed;
+
+    expect(responsesIn(Buffer.concat(chunks)).map((answer) => answer.status)).toEqual([200, 408]);
+    expect(readSqlitePlantIds(ownPath)).toEqual([9301n]);
+  });
+
   it('closes the connection of a CONNECT whose client goes on sending after the answer', async () => {
     const { data, released } = await sendOnAfterAnswer(
       'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
