@@ -206,7 +206,7 @@ function isIdle(socket: Connection): boolean {
   );
 }
 
-/** A connection the server has answered itself, whose answer has left the process: nothing is due on it. */
+/** A connection the server answered itself, whose answer has left the process: nothing is due on it. */
 function answeredAndSent(socket: Connection): boolean {
   return serverAnsweredOn(socket) && socket.writableFinished;
 }

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from '../logger';
+import { queuedForKernel } from './connections';
 import { markAnsweredByServer, newRequestId, requestLineOf } from './request-log';
 
 const STATUS_TEXT: Readonly<Record<number, string>> = {
@@ -103,8 +104,7 @@ export function serverAnsweredOn(socket: Socket): boolean {
 
 /** What a connection still holds of its answers in the process, not yet taken by the kernel. */
 function unsent(socket: Socket): number {
-  const handle = (socket as { _handle?: { writeQueueSize?: number } | null })._handle;
-  return socket.writableLength + (handle?.writeQueueSize ?? 0);
+  return socket.writableLength + queuedForKernel(socket);
 }
 
 /**

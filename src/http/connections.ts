@@ -73,6 +73,11 @@ function createCloseReporter(
 /** A connection's libuv stream, whose queue of writes not yet taken by the kernel node:net reads. */
 type WithHandle = { _handle?: { writeQueueSize?: number } | null };
 
+/** The bytes of a connection's writes that its libuv stream holds, not yet taken by the kernel. */
+export function queuedForKernel(socket: Socket): number {
+  return (socket as WithHandle)._handle?.writeQueueSize ?? 0;
+}
+
 /** What a connection had moved when last looked at, and since when it has not moved. */
 interface Movement {
   readonly read: number;
@@ -128,7 +133,7 @@ function closeInactive(
       }
       const read = socket.bytesRead;
       const written = socket.bytesWritten;
-      const queued = (socket as WithHandle)._handle?.writeQueueSize ?? 0;
+      const queued = queuedForKernel(socket);
       const last = seen.get(socket);
       if (last?.read !== read || last.written !== written || last.queued !== queued) {
         seen.set(socket, { read, written, queued, since: now });
