@@ -280,12 +280,17 @@ async function main(): Promise<number> {
     format === 'pretty' ||
     (format === 'auto' && !config.production && process.stdout.isTTY === true);
   const logger = createLogger({ level, pretty, destination: stdout });
-  if (cluster.isWorker)
-    return serve(config, await openStore(config.store), logger, () => Promise.resolve());
+  // Not a failure of the store: the next statement gets a new connection, or a 503 if none comes.
+  const onIdleConnectionLost = (error: Error) =>
+    logger.warn({ err: error }, 'database connection lost while idle');
+  if (cluster.isWorker) {
+    const store = await openStore(config.store, { onIdleConnectionLost });
+    return serve(config, store, logger, () => Promise.resolve());
+  }
 
   const sharedPort =
     config.workers > 1 && config.port === 0 ? await freePort(config.host) : config.port;
-  const store = await openStore(config.store, { first: true });
+  const store = await openStore(config.store, { first: true, onIdleConnectionLost });
   // Under WORKERS the primary keeps it only to create the development token, whose sync may stick.
   servedStore = store;
   const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {

@@ -8,15 +8,19 @@ import type * as SqliteStore from './sqlite/sqlite-plant-store';
  * configured. Only the chosen store's module is loaded: the pg driver alone took 70 ms of start-up.
  * `first`: the service's first process, which opens the store alone (a single process, or the
  * primary under WORKERS before any worker starts): SQLite's WAL is then checkpointed whole.
+ * `onIdleConnectionLost`: PostgreSQL's pool lost an idle connection (see PostgresStoreOptions).
  */
 export async function openStore(
   config: StoreConfig,
-  { first = false }: { first?: boolean } = {},
+  {
+    first = false,
+    onIdleConnectionLost,
+  }: { first?: boolean; onIdleConnectionLost?: (error: Error) => void } = {},
 ): Promise<PlantStore> {
   if (config.kind === 'postgres') {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen
     const postgres = require('./postgres/postgres-plant-store') as typeof PostgresStore;
-    return postgres.openPostgresPlantStore(config);
+    return postgres.openPostgresPlantStore({ ...config, onIdleConnectionLost });
   }
   // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when chosen
   const sqlite = require('./sqlite/sqlite-plant-store') as typeof SqliteStore;

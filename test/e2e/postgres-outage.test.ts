@@ -84,6 +84,15 @@ describeWithPostgres('PostgreSQL outages', () => {
     await waitFor('the POST warning', named('POST', '/plants'));
     await waitFor('the DELETE warning', named('DELETE', '/plants/1'));
     expect(warnings().filter((line) => 'path' in line || 'method' in line)).toStrictEqual([]);
+    // The pool's idle connections, cut with the rest, are each logged as lost, not dropped unseen.
+    await waitFor('a lost idle connection logged', () =>
+      logLinesOf(server).some(
+        (line) =>
+          line['message'] === 'database connection lost while idle' &&
+          line.level === 40 &&
+          typeof (line['err'] as { message?: unknown } | undefined)?.message === 'string',
+      ),
+    );
     console.log(
       `refused connections: time to 503 ${times.map((ms) => ms.toFixed(0)).join(', ')} ms`,
     );

@@ -15,6 +15,11 @@ export interface PostgresStoreOptions {
    * to open when there is none.
    */
   readonly statementTimeoutMs: number;
+  /**
+   * Hears of each idle connection of the pool whose server went away (a restart, a fail-over, a
+   * connection cut by a proxy): the pool drops it and opens another when a statement needs one.
+   */
+  readonly onIdleConnectionLost?: ((error: Error) => void) | undefined;
 }
 
 /** Any 64-bit key; every instance that migrates the same database takes the same lock. */
@@ -132,7 +137,7 @@ function createPool(options: PostgresStoreOptions, queryTimeoutMs: number): pg.P
     keepAlive: true,
   });
   // An idle client whose server went away emits 'error' on the pool; unhandled, it would end the process.
-  pool.on('error', () => undefined);
+  pool.on('error', (error) => options.onIdleConnectionLost?.(error));
   return pool;
 }
 
