@@ -12,7 +12,7 @@ import {
 import { connectionsOf, limitConnections } from './http/connections';
 import { announcesBody, awaitContinue } from './http/json-body';
 import { expressMessageClasses } from './http/message-shape';
-import { runInTurn } from './http/pipelining';
+import { runInTurn, stopReading } from './http/pipelining';
 import { markUnparseableTarget } from './http/route-gate';
 import { closeWhenBodyIsLeft, isLingering, limitUnreadBody } from './http/unread-body';
 import type { Logger } from './logger';
@@ -143,9 +143,7 @@ export function createHttpServer(
     // connection is read no further, so that requests sent after the answer do not pile up in the
     // process until it is let go (client-errors.ts).
     if (serverAnsweredOn(req.socket)) {
-      const connection: Connection = req.socket;
-      connection._paused = true;
-      connection.pause();
+      stopReading(req.socket);
       return;
     }
     const { closing } = connections;

@@ -12,6 +12,16 @@ interface Turns {
 const turnsOf = new WeakMap<Connection, Turns>();
 
 /**
+ * Stops node:http reading a connection after the chunk it is parsing, with node:http's own mark, so
+ * that neither node:http nor a request reading its body resumes it (runInTurn resumes it itself).
+ */
+export function stopReading(connection: Connection): void {
+  if (connection._paused === true) return;
+  connection._paused = true;
+  connection.pause();
+}
+
+/**
  * Runs `serve` for a request once the request before it on the same connection has been answered
  * whole: requests pipelined on one connection are processed one at a time, in the order they came
  * (RFC 9112 section 9.3.2 lets a server process them side by side only when all are safe), so a
@@ -44,10 +54,7 @@ export function runInTurn(
   }
   turns.latest = res;
   turns.waiting += 1;
-  if (connection._paused !== true) {
-    connection._paused = true;
-    connection.pause();
-  }
+  stopReading(connection);
   const waiting = turns;
   let started = false;
   const start = () => {
