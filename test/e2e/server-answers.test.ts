@@ -99,6 +99,25 @@ interface ConverseOptions {
 }
 
 /**
+ * Sends `first` on a new connection to `to` whose client never closes its side, and resolves once
+ * the server has answered; `chunks` gathers what the server sends.
+ */
+async function answeredConnection(
+  to: number,
+  first: string,
+): Promise<{ socket: net.Socket; chunks: Buffer[] }> {
+  const socket = net.connect({ port: to, host: '127.0.0.1', allowHalfOpen: true });
+  socket.on('error', () => undefined);
+  const chunks: Buffer[] = [];
+  socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+  const answered = new Promise((resolve) => socket.once('data', resolve));
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(first);
+  await answered;
+  return { socket, chunks };
+}
+
+/**
  * Starts a server of its own with `env`, sends `request` on a connection whose client keeps its
  * side open, and once the server has answered it stops the server: the statuses answered, the
  * server's exit code and how long its shutdown took.
@@ -108,15 +127,11 @@ async function stopAfterOwnAnswer(
   request: string,
 ): Promise<{ statuses: number[]; exitCode: number | null; stopMs: number }> {
   const { server: draining } = await startWithToken({ env });
-  const socket = net.connect({
-    port: Number(new URL(draining.baseUrl).port),
-    host: '127.0.0.1',
-    allowHalfOpen: true,
-  });
-  socket.on('error', () => undefined);
-  const answered = new Promise<Buffer>((resolve) => socket.once('data', resolve));
-  socket.write(request);
-  const statuses = responsesIn(await answered).map((answer) => answer.status);
+  const { socket, chunks } = await answeredConnection(
+    Number(new URL(draining.baseUrl).port),
+    request,
+  );
+  const statuses = responsesIn(Buffer.concat(chunks)).map((answer) => answer.status);
   const stopping = performance.now();
   const exitCode = await draining.stop();
   const stopMs = performance.now() - stopping;
@@ -284,24 +299,6 @@ describe('what a client sends after an answer the server writes itself', () => {
   const closingPort = () => Number(new URL(closing.baseUrl).port);
 
   /**
-   * Sends `first` on a new connection whose client never closes its side, and resolves once the
-   * server has answered; `chunks` gathers what the server sends.
-   */
-  async function answeredConnection(
-    first: string,
-  ): Promise<{ socket: net.Socket; chunks: Buffer[] }> {
-    const socket = net.connect({ port: closingPort(), host: '127.0.0.1', allowHalfOpen: true });
-    socket.on('error', () => undefined);
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    const answered = new Promise((resolve) => socket.once('data', resolve));
-    await new Promise((resolve) => socket.once('connect', resolve));
-    socket.write(first);
-    await answered;
-    return { socket, chunks };
-  }
-
-  /**
    * Sends `first` on a connection whose client never closes its side, and `rest` once the server
    * has answered (then, with `trickle`, a byte every 200 ms); once the server has read `rest`,
    * waits up to 8 s for it to let the connection go (KEEP_ALIVE_TIMEOUT_MS is 2 s here).
@@ -311,7 +308,7 @@ describe('what a client sends after an answer the server writes itself', () => {
     rest: string,
     { trickle = false } = {},
   ): Promise<AfterAnswer> {
-    const { socket, chunks } = await answeredConnection(first);
+    const { socket, chunks } = await answeredConnection(closingPort(), first);
     socket.write(rest);
     await untilServerHasRead(closing.process.pid!, closingPort(), [socket]);
     const trickling = trickle ? setInterval(() => socket.write(' '), 200) : undefined;
@@ -387,6 +384,7 @@ describe('what a client sends after an answer the server writes itself', () => {
 
   it('serves none of the requests pipelined after a 408 to headers, and reads no further', async () => {
     const { socket, chunks } = await answeredConnection(
+      closingPort(),
       'GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ',
     );
     // The slow headers end, and 20,000 requests follow them (about 1 MB).
