@@ -14,7 +14,7 @@ import { createMetrics } from './metrics';
 import { closeGracefully, createHttpServer } from './server';
 import { createPlantsService } from './service/plants-service';
 import { createTokensService, failureText } from './service/tokens-service';
-import { openStore } from './store/open-store';
+import { openStore, type StoreEvents } from './store/open-store';
 import type { PlantStore } from './store/plant-store';
 
 /** The contract ships at the project root, two levels above dist/src/. */
@@ -280,17 +280,22 @@ async function main(): Promise<number> {
     format === 'pretty' ||
     (format === 'auto' && !config.production && process.stdout.isTTY === true);
   const logger = createLogger({ level, pretty, destination: stdout });
-  // Not a failure of the store: the next statement gets a new connection, or a 503 if none comes.
-  const onIdleConnectionLost = (error: Error) =>
-    logger.warn({ err: error }, 'database connection lost while idle');
+  const storeEvents: StoreEvents = {
+    // Not a failure of the store: the next statement gets a new connection, or a 503 if none comes.
+    onIdleConnectionLost: (error) =>
+      logger.warn({ err: error }, 'database connection lost while idle'),
+    // Writes go on, each as durable as before; only the checkpoints' cost moves into the commits.
+    onCheckpointsHandedBack: (reason) =>
+      logger.warn({ reason }, 'WAL checkpoints handed back to SQLite, on the event loop'),
+  };
   if (cluster.isWorker) {
-    const store = await openStore(config.store, { onIdleConnectionLost });
+    const store = await openStore(config.store, storeEvents);
     return serve(config, store, logger, () => Promise.resolve());
   }
 
   const sharedPort =
     config.workers > 1 && config.port === 0 ? await freePort(config.host) : config.port;
-  const store = await openStore(config.store, { first: true, onIdleConnectionLost });
+  const store = await openStore(config.store, { first: true, ...storeEvents });
   // Under WORKERS the primary keeps it only to create the development token, whose sync may stick.
   servedStore = store;
   const needsToken = await needsDevelopmentToken(store, config).catch(async (error: unknown) => {

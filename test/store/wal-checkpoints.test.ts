@@ -28,18 +28,25 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function openOver(synchronous: SqliteSynchronous): PlantStore {
+function openOver(
+  synchronous: SqliteSynchronous,
+  onCheckpointsHandedBack?: (reason: string) => void,
+): PlantStore {
   return openSqlitePlantStore({
     path: file,
     synchronous,
     busyTimeoutMs: 1000,
     checkpointEveryWrites: EVERY,
+    onCheckpointsHandedBack,
   });
 }
 
 /** The store of the test, closed after it. */
-function open(synchronous: SqliteSynchronous): PlantStore {
-  store = openOver(synchronous);
+function open(
+  synchronous: SqliteSynchronous,
+  onCheckpointsHandedBack?: (reason: string) => void,
+): PlantStore {
+  store = openOver(synchronous, onCheckpointsHandedBack);
   return store;
 }
 
@@ -106,6 +113,25 @@ async function rowsInFileAlone(): Promise<number> {
   throw new Error('every copy of the database file was torn');
 }
 
+/**
+ * Runs `body` in a process that may start no more threads: Node's Worker throws what it throws
+ * then (a container's pids limit; root, which runs the tests, is exempt from the limits a test
+ * could set itself). Resolves with how many threads were asked for.
+ */
+async function withNoThread(body: () => Promise<void>): Promise<number> {
+  const noThread = jest.spyOn(workerThreads, 'Worker').mockImplementation(() => {
+    throw Object.assign(new Error('Worker initialization failure: 11'), {
+      code: 'ERR_WORKER_INIT_FAILED',
+    });
+  });
+  try {
+    await body();
+    return noThread.mock.calls.length;
+  } finally {
+    noThread.mockRestore();
+  }
+}
+
 describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchronous=%s)', (mode) => {
   it('copies the WAL into the database file and restarts it, keeping it far below its unchecked size', async () => {
     const target = open(mode);
@@ -120,23 +146,36 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
   });
 
-  it('answers every write as stored when no checkpoint thread can start, and lets SQLite checkpoint instead', async () => {
-    // What Node throws when the process may start no more threads (a container's pids limit);
-    // root, which runs the tests, is exempt from the limits a test could set itself.
-    const noThread = jest.spyOn(workerThreads, 'Worker').mockImplementation(() => {
-      throw Object.assign(new Error('Worker initialization failure: 11'), {
-        code: 'ERR_WORKER_INIT_FAILED',
-      });
-    });
-    try {
-      await writeInBatches(open(mode), 300, 10);
-      expect(noThread).toHaveBeenCalledTimes(1);
-    } finally {
-      noThread.mockRestore();
-    }
+  it('answers every write as stored when no checkpoint thread can start, and lets SQLite checkpoint instead, saying so once', async () => {
+    const reasons: string[] = [];
+    const attempts = await withNoThread(() =>
+      writeInBatches(
+        open(mode, (reason) => reasons.push(reason)),
+        300,
+        10,
+      ),
+    );
+    expect(attempts).toBe(1);
+    expect(reasons).toEqual(['Worker initialization failure: 11']);
 
     // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
     expect(walFrames()).toBeLessThan(1200);
+    expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
+  });
+
+  it('answers every write as stored when the listener told of the hand-back throws', async () => {
+    let told = 0;
+    await withNoThread(() =>
+      writeInBatches(
+        open(mode, () => {
+          told++;
+          throw new Error('a listener that fails');
+        }),
+        300,
+        10,
+      ),
+    );
+    expect(told).toBe(1);
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
   });
 

@@ -42,6 +42,11 @@ export interface SqliteStoreOptions {
    * serves: for the service's first process, which opens the file alone (see openSqlitePlantStore).
    */
   readonly checkpointAtOpen?: boolean;
+  /**
+   * Hears, once, why the WAL's checkpoints went back to SQLite's own, on the event loop: the
+   * checkpoint thread failed or could not start (see WalCheckpointOptions.onHandedBack).
+   */
+  readonly onCheckpointsHandedBack?: ((reason: string) => void) | undefined;
 }
 
 interface TokenRow {
@@ -136,12 +141,11 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
     return createSqlitePlantStore(
       db,
       walSync,
-      createWalCheckpoints(
-        db,
-        file,
-        options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES,
-        options.syncTimeoutMs ?? 0,
-      ),
+      createWalCheckpoints(db, file, {
+        everyWrites: options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES,
+        closeTimeoutMs: options.syncTimeoutMs,
+        onHandedBack: options.onCheckpointsHandedBack,
+      }),
     );
   } catch (error) {
     // In the order close() keeps: the connection first, then the descriptor.

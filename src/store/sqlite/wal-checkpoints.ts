@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
+import { errorText } from '../../error-text';
 
 /**
  * Writes between two restarts of the WAL. With scattered ids a write adds about 1.3 pages to the
@@ -21,6 +22,19 @@ const MAX_PASSES = 3;
  * thread falls behind.
  */
 const HARD_LIMIT_FACTOR = 3;
+
+export interface WalCheckpointOptions {
+  /** Writes between two checkpoints (see DEFAULT_CHECKPOINT_EVERY_WRITES). */
+  readonly everyWrites: number;
+  /** How long close waits for a pass under way (0 or absent: as long as it takes). */
+  readonly closeTimeoutMs?: number | undefined;
+  /**
+   * Hears, once, that the checkpoint thread failed or could not start, with why: SQLite's own
+   * checkpoints, inside the commits on the event loop, take over for as long as the store is open,
+   * and the tail of the requests' latency grows with the table (see createWalCheckpoints).
+   */
+  readonly onHandedBack?: ((reason: string) => void) | undefined;
+}
 
 /** Hooks the group commit calls around each transaction; see createWalCheckpoints. */
 export interface WalCheckpoints {
@@ -233,13 +247,13 @@ class CheckpointThread {
  * recovers from the WAL, which still holds those frames.
  *
  * `closeTimeoutMs` (0: none) bounds how long close waits for a pass under way: a disk that stopped
- * answering would hold its sync, and a shutdown with it, for good (see close).
+ * answering would hold its sync, and a shutdown with it, for good (see close). `onHandedBack`
+ * hears, once, why checkpoints went back to SQLite (see WalCheckpointOptions).
  */
 export function createWalCheckpoints(
   db: Database.Database,
   file: string,
-  everyWrites: number,
-  closeTimeoutMs = 0,
+  { everyWrites, closeTimeoutMs = 0, onHandedBack }: WalCheckpointOptions,
 ): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
@@ -252,11 +266,17 @@ export function createWalCheckpoints(
   let phase: 'idle' | 'background' | 'tail' = 'idle';
   let background: Promise<void> = Promise.resolve();
 
-  const fallBack = () => {
+  const fallBack = (reason: string) => {
     if (failed) return;
     failed = true;
     phase = 'idle';
     db.pragma('wal_autocheckpoint = 1000');
+    try {
+      onHandedBack?.(reason);
+    } catch {
+      // A listener's failure is not the store's: fallBack runs after commits whose writes are on
+      // disk, and must not turn their answers into errors.
+    }
   };
 
   /**
@@ -276,7 +296,7 @@ export function createWalCheckpoints(
           reportSyncFailure(syncFailure);
           return;
         }
-        return fallBack();
+        return fallBack(reply.error);
       }
       if (writes - writesBefore <= FEW_FOR_THE_END) return;
     }
@@ -291,9 +311,9 @@ export function createWalCheckpoints(
     if (!failed) {
       try {
         db.pragma('wal_checkpoint(PASSIVE)');
-      } catch {
+      } catch (error) {
         // Not the writes' failure: SQLite's own checkpoints take over, and COMMIT reports what persists.
-        fallBack();
+        fallBack(errorText(error));
       }
     }
     phase = 'idle';
@@ -316,11 +336,11 @@ export function createWalCheckpoints(
       try {
         databaseFile ??= acquireDatabaseFile(file);
         thread ??= new CheckpointThread(file, databaseFile.fd, fallBack);
-      } catch {
+      } catch (error) {
         // No descriptor (too many open files) or no thread (the limit of the process's threads,
         // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as
         // it runs after the commit: its writes are on disk and must be answered as such.
-        fallBack();
+        fallBack(errorText(error));
         return;
       }
       phase = 'background';
