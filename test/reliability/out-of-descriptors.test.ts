@@ -159,7 +159,9 @@ describe('a server out of file descriptors', () => {
     expect(warnings()).toEqual([
       expect.objectContaining({
         level: 40,
-        reason: expect.stringMatching(/^EMFILE: too many open files/),
+        reason: expect.stringMatching(
+          /^opening the database file for the checkpoint thread: EMFILE: too many open files/,
+        ),
       }),
     ]);
 

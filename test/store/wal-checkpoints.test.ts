@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -114,22 +115,50 @@ async function rowsInFileAlone(): Promise<number> {
 }
 
 /**
- * Runs `body` in a process that may start no more threads: Node's Worker throws what it throws
- * then (a container's pids limit; root, which runs the tests, is exempt from the limits a test
- * could set itself). Resolves with how many threads were asked for.
+ * Runs `body` with each thread Node's Worker would start made by `thread` instead: what the system
+ * does to threads, which a test cannot make it do (root, which runs the tests, is exempt from the
+ * limits a test could set itself). Resolves with how many threads were asked for.
  */
-async function withNoThread(body: () => Promise<void>): Promise<number> {
-  const noThread = jest.spyOn(workerThreads, 'Worker').mockImplementation(() => {
-    throw Object.assign(new Error('Worker initialization failure: 11'), {
-      code: 'ERR_WORKER_INIT_FAILED',
-    });
-  });
+async function withThreads(
+  thread: () => workerThreads.Worker,
+  body: () => Promise<void>,
+): Promise<number> {
+  const threads = jest.spyOn(workerThreads, 'Worker').mockImplementation(thread);
   try {
     await body();
-    return noThread.mock.calls.length;
+    return threads.mock.calls.length;
   } finally {
-    noThread.mockRestore();
+    threads.mockRestore();
   }
+}
+
+/** What Node 20 throws when the process may start no more threads (a container's pids limit). */
+const noThread = (): never => {
+  throw Object.assign(new Error('EAGAIN'), { code: 'ERR_WORKER_INIT_FAILED' });
+};
+
+/** What Node's error says when a thread goes past its heap's limit. */
+const OUT_OF_MEMORY = 'Worker terminated due to reaching memory limit: JS heap out of memory';
+
+/**
+ * A thread that fails at its first pass as one out of memory does: an `error` event, then its
+ * exit, with code 1; asked to close, it exits with 0.
+ */
+function failingThread(): workerThreads.Worker {
+  const thread = Object.assign(new EventEmitter(), {
+    postMessage(message: string) {
+      setImmediate(() => {
+        if (message === 'pass') {
+          thread.emit(
+            'error',
+            Object.assign(new Error(OUT_OF_MEMORY), { code: 'ERR_WORKER_OUT_OF_MEMORY' }),
+          );
+        }
+        thread.emit('exit', message === 'pass' ? 1 : 0);
+      });
+    },
+  });
+  return thread as unknown as workerThreads.Worker;
 }
 
 describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchronous=%s)', (mode) => {
@@ -146,26 +175,41 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
   });
 
-  it('answers every write as stored when no checkpoint thread can start, and lets SQLite checkpoint instead, saying so once', async () => {
-    const reasons: string[] = [];
-    const attempts = await withNoThread(() =>
-      writeInBatches(
-        open(mode, (reason) => reasons.push(reason)),
-        300,
-        10,
-      ),
-    );
-    expect(attempts).toBe(1);
-    expect(reasons).toEqual(['Worker initialization failure: 11']);
+  it.each([
+    [
+      'no checkpoint thread can start',
+      noThread,
+      'starting the checkpoint thread: EAGAIN (ERR_WORKER_INIT_FAILED)',
+    ],
+    [
+      // Its exit, after the error, answers the pass too: said once all the same.
+      'the thread fails at a pass',
+      failingThread,
+      `the checkpoint thread failed: ${OUT_OF_MEMORY} (ERR_WORKER_OUT_OF_MEMORY)`,
+    ],
+  ])(
+    'answers every write as stored when %s, lets SQLite checkpoint instead, and says why once',
+    async (_, thread, reason) => {
+      const reasons: string[] = [];
+      const attempts = await withThreads(thread, () =>
+        writeInBatches(
+          open(mode, (each) => reasons.push(each)),
+          300,
+          10,
+        ),
+      );
+      expect(attempts).toBe(1);
+      expect(reasons).toEqual([reason]);
 
-    // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
-    expect(walFrames()).toBeLessThan(1200);
-    expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
-  });
+      // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
+      expect(walFrames()).toBeLessThan(1200);
+      expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
+    },
+  );
 
   it('answers every write as stored when the listener told of the hand-back throws', async () => {
     let told = 0;
-    await withNoThread(() =>
+    await withThreads(noThread, () =>
       writeInBatches(
         open(mode, () => {
           told++;

@@ -29,9 +29,10 @@ export interface WalCheckpointOptions {
   /** How long close waits for a pass under way (0 or absent: as long as it takes). */
   readonly closeTimeoutMs?: number | undefined;
   /**
-   * Hears, once, that the checkpoint thread failed or could not start, with why: SQLite's own
-   * checkpoints, inside the commits on the event loop, take over for as long as the store is open,
-   * and the tail of the requests' latency grows with the table (see createWalCheckpoints).
+   * Hears, once, that the checkpoint thread failed or could not start, with what failed and why:
+   * SQLite's own checkpoints, inside the commits on the event loop, take over for as long as the
+   * store is open, and the tail of the requests' latency grows with the table (see
+   * createWalCheckpoints). Called synchronously, after a commit; what it throws is dropped.
    */
   readonly onHandedBack?: ((reason: string) => void) | undefined;
 }
@@ -73,8 +74,12 @@ interface PassResult {
   readonly checkpointed: number;
 }
 
-/** A failed pass; `syncFailed` when the checkpoint copied frames and their sync then failed. */
-type Reply = PassResult | { readonly error: string; readonly syncFailed?: boolean };
+/**
+ * A failed pass, with the error's message and code (SQLite's, `SQLITE_IOERR_...`, or the system's);
+ * `syncFailed` when the checkpoint copied frames and their sync then failed.
+ */
+type Reply =
+  PassResult | { readonly error: string; readonly code?: string; readonly syncFailed?: boolean };
 
 /**
  * The checkpoint thread's code: its own connection to the file, one PASSIVE checkpoint per message,
@@ -108,7 +113,8 @@ parentPort.on('message', (message) => {
     if (copied) fs.fdatasyncSync(workerData.fd);
     parentPort.postMessage({ busy: row.busy !== 0, log: row.log, checkpointed: row.checkpointed });
   } catch (error) {
-    parentPort.postMessage({ error: String(error && error.message), syncFailed: copied });
+    const code = error && typeof error.code === 'string' ? error.code : undefined;
+    parentPort.postMessage({ error: String(error && error.message), code, syncFailed: copied });
   }
 });
 `;
@@ -145,6 +151,18 @@ function acquireDatabaseFile(file: string): { readonly fd: number; release(): vo
   };
 }
 
+/**
+ * What failed, for WalCheckpointOptions.onHandedBack: the step, what the error says, and its code
+ * where that does not say it (Node's ERR_WORKER_INIT_FAILED says only `EAGAIN`, say).
+ */
+function failure(step: string, error: unknown): string {
+  const text = errorText(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && !text.includes(code)
+    ? `${step}: ${text} (${code})`
+    : `${step}: ${text}`;
+}
+
 /** Whether `promise` settles within `ms` (always, when `ms` is 0): true once it has, false at the deadline. */
 async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
   if (ms === 0) {
@@ -175,7 +193,7 @@ class CheckpointThread {
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
     this.worker.on('message', (reply: Reply) => this.answer(reply));
-    this.worker.on('error', (error) => onFailure(error.message));
+    this.worker.on('error', (error) => onFailure(failure('the checkpoint thread failed', error)));
     this.exit = new Promise((resolve) =>
       this.worker.once('exit', (code) => {
         this.exited = true;
@@ -296,7 +314,8 @@ export function createWalCheckpoints(
           reportSyncFailure(syncFailure);
           return;
         }
-        return fallBack(reply.error);
+        const error = Object.assign(new Error(reply.error), { code: reply.code });
+        return fallBack(failure('a checkpoint on the thread failed', error));
       }
       if (writes - writesBefore <= FEW_FOR_THE_END) return;
     }
@@ -313,7 +332,7 @@ export function createWalCheckpoints(
         db.pragma('wal_checkpoint(PASSIVE)');
       } catch (error) {
         // Not the writes' failure: SQLite's own checkpoints take over, and COMMIT reports what persists.
-        fallBack(errorText(error));
+        fallBack(failure('the end of a checkpoint failed', error));
       }
     }
     phase = 'idle';
@@ -333,14 +352,19 @@ export function createWalCheckpoints(
       if (failed) return;
       writes += count;
       if (phase !== 'idle' || writes < everyWrites) return;
+      // No descriptor (too many open files) or no thread (the limit of the process's threads,
+      // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as it
+      // runs after the commit: its writes are on disk and must be answered as such.
       try {
         databaseFile ??= acquireDatabaseFile(file);
+      } catch (error) {
+        fallBack(failure('opening the database file for the checkpoint thread', error));
+        return;
+      }
+      try {
         thread ??= new CheckpointThread(file, databaseFile.fd, fallBack);
       } catch (error) {
-        // No descriptor (too many open files) or no thread (the limit of the process's threads,
-        // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as
-        // it runs after the commit: its writes are on disk and must be answered as such.
-        fallBack(errorText(error));
+        fallBack(failure('starting the checkpoint thread', error));
         return;
       }
       phase = 'background';
