@@ -11,3 +11,8 @@ export function descriptorsOf(target: string): number {
     }
   }).length;
 }
+
+/** The descriptors process `pid` holds now, by number (Linux: /proc/<pid>/fd). */
+export function descriptorNumbers(pid: number): number[] {
+  return fs.readdirSync(`/proc/${pid}/fd`).map(Number);
+}
