@@ -158,6 +158,17 @@ export function createMetrics(options: { droppedLogLines?: () => number } = {}):
     },
     instrumentStore(store) {
       if (store.commitTotals !== undefined) registerCommitTotals(registry, store.commitTotals);
+      const checkpoints = store.walCheckpoints;
+      if (checkpoints !== undefined) {
+        new Gauge({
+          name: 'sqlite_wal_checkpoints_handed_back',
+          help: "1 once the SQLite store's checkpoint thread failed or could not start: SQLite checkpoints the WAL inside commits, on the event loop, until a restart (see the log's warning for why).",
+          registers: [registry],
+          collect() {
+            this.set(checkpoints.handedBack() ? 1 : 0);
+          },
+        });
+      }
       return wrapStoreMethods(store, (operation, method) => {
         const ok = storeLatency.labels({ operation, outcome: 'ok' });
         const failed = storeLatency.labels({ operation, outcome: 'error' });

@@ -49,6 +49,15 @@ export interface OffLoopDiskCalls {
   pending(): boolean;
 }
 
+/** How the store's WAL is checkpointed (SQLite; see createWalCheckpoints). */
+export interface WalCheckpointState {
+  /**
+   * Whether checkpoints went back to SQLite's own, on the event loop, for as long as the store is
+   * open: the checkpoint thread failed or could not start.
+   */
+  handedBack(): boolean;
+}
+
 /**
  * Running totals of a store's group commits (see createGroupCommit), read when metrics are scraped:
  * over the commits, how many writes share one, and how long their syncs take, which together set
@@ -97,6 +106,8 @@ export interface PlantStore {
   readonly commitTotals?: CommitTotals;
   /** Present when the store calls into the disk off the event loop (SQLite). */
   readonly offLoopDiskCalls?: OffLoopDiskCalls;
+  /** Present when the store checkpoints a WAL of its own (SQLite). */
+  readonly walCheckpoints?: WalCheckpointState;
   /**
    * Present when the store can come to a state only a restart leaves (SQLite, after a failed
    * sync): resolves with the reason once every write fails; the process should then stop.

@@ -107,7 +107,7 @@ describe('the plant API over loopback, through the typed client', () => {
 });
 
 describe('GET /metrics of a running server', () => {
-  it("reports the SQLite store's group commits, their writes and the time of their WAL syncs", async () => {
+  it("reports the SQLite store's group commits, their writes, the time of their WAL syncs, and checkpoints not handed back", async () => {
     const { server, token } = await startWithToken();
     const statuses = await Promise.all(
       Array.from({ length: 20 }, (_, i) => createPlantStatus(server.baseUrl, token, i + 1)),
@@ -123,6 +123,8 @@ describe('GET /metrics of a running server', () => {
     expect(commits).toBeLessThanOrEqual(writes);
     // FULL, the default, syncs the WAL after each of them.
     expect(seriesValue(text, 'sqlite_wal_sync_seconds_total')).toBeGreaterThan(0);
+    // The checkpoints are the store's own (the thread's, once due), not handed back to SQLite.
+    expect(seriesValue(text, 'sqlite_wal_checkpoints_handed_back')).toBe(0);
   });
 });
 

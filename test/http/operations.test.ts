@@ -424,6 +424,7 @@ describe('GET /metrics', () => {
       // PostgreSQL commits and syncs on its own side; it has no totals of the service's to export.
       expect(totals).toBeUndefined();
       expect(res.text).not.toContain('sqlite_group_commits_total');
+      expect(res.text).not.toContain('sqlite_wal_checkpoints_handed_back');
       return;
     }
     if (totals === undefined) throw new Error('the SQLite store reports its commit totals');
@@ -432,6 +433,7 @@ describe('GET /metrics', () => {
     expect(res.text).toContain(`\nsqlite_group_commits_total ${totals.commits}\n`);
     expect(res.text).toContain(`\nsqlite_group_commit_writes_total ${totals.writes}\n`);
     expect(res.text).toContain(`\nsqlite_wal_sync_seconds_total ${totals.syncSeconds}\n`);
+    expect(res.text).toContain('\nsqlite_wal_checkpoints_handed_back 0\n');
   });
 
   it('answers If-None-Match: * as the GETs of the contract do, with a 304 and no content', async () => {

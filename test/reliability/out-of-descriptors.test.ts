@@ -3,6 +3,7 @@ import type net from 'node:net';
 import { DEFAULT_CHECKPOINT_EVERY_WRITES } from '../../src/store/sqlite/wal-checkpoints';
 import { logLinesOf, waitFor } from '../support/log-lines';
 import { descriptorNumbers } from '../support/descriptors';
+import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren } from '../support/server-process';
 import { readSqlitePlantIds } from '../support/stored-plants';
 import { bearer, connect } from './support/http';
@@ -151,6 +152,8 @@ describe('a server out of file descriptors', () => {
     for (const socket of flood) socket.destroy();
     const late = await open();
     expect(await createOver(late, service.token, ids(next++, 1))).toEqual([200]);
+    const metrics = await (await fetch(`${service.server.baseUrl}/metrics`)).text();
+    expect(seriesValue(metrics, 'sqlite_wal_checkpoints_handed_back')).toBe(1);
 
     // A stop closes the store as usual: every answered write is in the file. Its log, read whole
     // once the process has exited, says once why checkpoints went back, and had no accept to report.

@@ -166,6 +166,7 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     const target = open(mode);
 
     await writeInBatches(target, 300, 10);
+    expect(target.walCheckpoints?.handedBack()).toBe(false);
 
     // Unchecked, 300 commits of 10 scattered rows append well over 1,000 frames (SQLite's own
     // threshold); restarted every few hundred writes, the WAL never grows to half of that.
@@ -200,6 +201,7 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
       );
       expect(attempts).toBe(1);
       expect(reasons).toEqual([reason]);
+      expect(store!.walCheckpoints?.handedBack()).toBe(true);
 
       // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
       expect(walFrames()).toBeLessThan(1200);

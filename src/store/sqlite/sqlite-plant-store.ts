@@ -381,6 +381,9 @@ export function createSqlitePlantStore(
       offLoopDiskCalls: {
         pending: () => walSync?.pending() === true || checkpoints?.passing() === true,
       },
+      ...(checkpoints === undefined
+        ? {}
+        : { walCheckpoints: { handedBack: checkpoints.handedBack } }),
       stopped,
     },
     isUnavailable,

@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import { Worker } from 'node:worker_threads';
 import type Database from 'better-sqlite3';
 import { errorText } from '../../error-text';
+import type { WalCheckpointState } from '../plant-store';
 
 /**
  * Writes between two restarts of the WAL. With scattered ids a write adds about 1.3 pages to the
@@ -38,7 +39,7 @@ export interface WalCheckpointOptions {
 }
 
 /** Hooks the group commit calls around each transaction; see createWalCheckpoints. */
-export interface WalCheckpoints {
+export interface WalCheckpoints extends WalCheckpointState {
   /**
    * Before a transaction: the end of a checkpoint when due (a promise when it must wait for the
    * thread's pass). Throws (or rejects) once the thread's sync of the database file has failed:
@@ -373,6 +374,7 @@ export function createWalCheckpoints(
       });
     },
     passing: () => thread?.passing === true,
+    handedBack: () => failed,
     async close() {
       if (!(await settlesWithin(background, closeTimeoutMs))) return false;
       await thread?.close();
