@@ -11,6 +11,11 @@ export interface Plant {
   readonly tag?: string;
 }
 
+/** The plant a store answers for `plant` once stored: a new object, with `tag` only when it has one. */
+export function shownPlant(plant: NewPlant): Plant {
+  return plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
+}
+
 /** What is stored of an API token: never the secret, only its SHA-256 hash. */
 export interface NewToken {
   readonly id: string;

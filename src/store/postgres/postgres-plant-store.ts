@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { NewPlant, Plant, PlantStore, TokenRecord } from '../plant-store';
+import { shownPlant, type NewPlant, type PlantStore, type TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
 import { checkEncoding } from './check-encoding';
 import { postgresMigrations } from './migrations';
@@ -291,9 +291,7 @@ export function createPostgresPlantStore(pool: pg.Pool): PlantStore {
     {
       async createPlant(plant) {
         if (!(await createPlants.submit(plant))) return undefined;
-        const stored: Plant =
-          plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
-        return stored;
+        return shownPlant(plant);
       },
       deletePlant: (id) => deletePlants.submit(id),
       async insertToken(token) {

@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import Database from 'better-sqlite3';
-import type { NewToken, Plant, PlantStore, TokenRecord } from '../plant-store';
+import { shownPlant, type NewToken, type PlantStore, type TokenRecord } from '../plant-store';
 import { reportingUnavailable } from '../unavailable';
 import { createGroupCommit, type SyncAfterCommit } from './group-commit';
 import { sqliteMigrations } from './migrations';
@@ -320,9 +320,7 @@ export function createSqlitePlantStore(
           insertPlant.run(plant.id, plant.name, plant.tag ?? null),
         );
         if (changes === 0) return undefined;
-        const stored: Plant =
-          plant.tag === undefined ? { name: plant.name } : { name: plant.name, tag: plant.tag };
-        return stored;
+        return shownPlant(plant);
       },
       async deletePlant(id) {
         return (await write(() => deletePlant.run(id))).changes === 1;
