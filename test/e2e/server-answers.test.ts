@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
 import { targetOf } from '../reliability/support/http';
-import { responsesIn } from '../reliability/support/raw';
+import { rawCreate, rawCreateParts, responsesIn } from '../reliability/support/raw';
 import { linesOf, requestLineOf, waitFor } from '../support/log-lines';
 import { seriesValue } from '../support/metrics-text';
 import {
@@ -148,13 +148,7 @@ const cutShortPost = (target: string, headers = '') =>
   `POST ${target} HTTP/1.1\r\nHost: x\r\n${headers}Content-Type: application/json\r\n` +
   'Content-Length: 40\r\n\r\n{"id"';
 
-const createPlant = (id: number, bearer = token) => {
-  const body = JSON.stringify({ id, name: 'x' });
-  return (
-    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${bearer}\r\n` +
-    `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`
-  );
-};
+const createPlant = (id: number, bearer = token) => rawCreate(bearer, id);
 
 describe('a malformed request pipelined after others', () => {
   it('is answered 400 only after the requests before it, which are answered and logged', async () => {
@@ -330,13 +324,7 @@ describe('what a client sends after an answer the server writes itself', () => {
     );
   }
 
-  const createLate = (id: number) => {
-    const body = JSON.stringify({ id, name: 'late' });
-    const head =
-      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${closingToken}\r\n` +
-      `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n`;
-    return { head, body };
-  };
+  const createLate = (id: number) => rawCreateParts(closingToken, id, 'late');
 
   it('does not store a create whose body arrives whole after its 408, and closes the connection', async () => {
     const { head, body } = createLate(8101);

@@ -6,8 +6,8 @@ import { descriptorNumbers } from '../support/descriptors';
 import { seriesValue } from '../support/metrics-text';
 import { cleanupChildren } from '../support/server-process';
 import { readSqlitePlantIds } from '../support/stored-plants';
-import { bearer, connect } from './support/http';
-import { parseResponse } from './support/raw';
+import { connect } from './support/http';
+import { parseResponse, rawCreate } from './support/raw';
 import { startService, type Service } from './support/service';
 
 /**
@@ -31,11 +31,7 @@ function limitOpenFiles(pid: number, limit: number): void {
  * and resolves with the status of each answer, in order; rejects if the connection closes first.
  */
 function createOver(socket: net.Socket, token: string, ids: readonly bigint[]): Promise<number[]> {
-  const head = `POST /plants HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${bearer(token)['Authorization']}\r\nContent-Type: application/json\r\n`;
-  const request = (id: bigint) => {
-    const body = `{"id":${id},"name":"plant ${id}"}`;
-    return `${head}Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
-  };
+  const request = (id: bigint) => rawCreate(token, id, `plant ${id}`);
   return new Promise((resolve, reject) => {
     const statuses: number[] = [];
     let pending: Buffer = Buffer.alloc(0);

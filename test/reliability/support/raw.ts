@@ -159,3 +159,26 @@ export function responsesIn(data: Buffer): ParsedResponse[] {
   }
   return responses;
 }
+
+/**
+ * A POST /plants of the plant `id` named `name`, with `token`, as raw HTTP/1.1: its header lines,
+ * each ended by CRLF but without the empty line after them, and its body; for a test that sends
+ * them apart.
+ */
+export function rawCreateParts(
+  token: string,
+  id: number | bigint,
+  name = 'x',
+): { readonly head: string; readonly body: string } {
+  const body = `{"id":${id},"name":${JSON.stringify(name)}}`;
+  const head =
+    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n`;
+  return { head, body };
+}
+
+/** The same request whole, ready to write (see rawCreateParts). */
+export function rawCreate(token: string, id: number | bigint, name = 'x'): string {
+  const { head, body } = rawCreateParts(token, id, name);
+  return `${head}\r\n${body}`;
+}
