@@ -57,7 +57,8 @@ function createOver(socket: net.Socket, token: string, ids: readonly bigint[]): 
         sendMore();
       }
     };
-    const onClose = () => fail(new Error(`closed after ${statuses.length} answers`));
+    const onClose = () =>
+      fail(new Error(`closed after ${statuses.length} of ${ids.length} answers`));
     const fail = (error: Error) => {
       detach();
       reject(error);
@@ -144,8 +145,14 @@ describe('a server out of file descriptors', () => {
       logLinesOf(service.server).filter((line) => line['message'] === HANDED_BACK);
     await waitFor('the checkpoints handed back, logged', () => warnings().length > 0);
 
-    // With the flood gone, a new connection is accepted and served.
+    // With the flood gone, and its descriptors closed by the server, a new connection is accepted
+    // and served. (One that came while the server still held them would be closed unserved.)
     for (const socket of flood) socket.destroy();
+    await waitFor(
+      "the flood's descriptors closed by the server",
+      () => descriptorNumbers(pid).length <= held.length,
+      5000,
+    );
     const late = await open();
     expect(await createOver(late, service.token, ids(next++, 1))).toEqual([200]);
     const metrics = await (await fetch(`${service.server.baseUrl}/metrics`)).text();
