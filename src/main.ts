@@ -287,6 +287,8 @@ async function main(): Promise<number> {
     // Writes go on, each as durable as before; only the checkpoints' cost moves into the commits.
     onCheckpointsHandedBack: (reason) =>
       logger.warn({ reason }, 'WAL checkpoints handed back to SQLite, on the event loop'),
+    onCheckpointsTakenBack: () =>
+      logger.info('WAL checkpoints taken back by the checkpoint thread, off the event loop'),
   };
   if (cluster.isWorker) {
     const store = await openStore(config.store, storeEvents);

@@ -9,6 +9,8 @@ export interface StoreEvents {
   readonly onIdleConnectionLost?: ((error: Error) => void) | undefined;
   /** SQLite's checkpoint thread failed or could not start (see SqliteStoreOptions). */
   readonly onCheckpointsHandedBack?: ((reason: string) => void) | undefined;
+  /** SQLite's checkpoint thread, tried again, works (see SqliteStoreOptions). */
+  readonly onCheckpointsTakenBack?: (() => void) | undefined;
 }
 
 /**
@@ -36,5 +38,6 @@ export async function openStore(
     ...config,
     checkpointAtOpen: first,
     onCheckpointsHandedBack: events.onCheckpointsHandedBack,
+    onCheckpointsTakenBack: events.onCheckpointsTakenBack,
   });
 }

@@ -57,8 +57,8 @@ export interface OffLoopDiskCalls {
 /** How the store's WAL is checkpointed (SQLite; see createWalCheckpoints). */
 export interface WalCheckpointState {
   /**
-   * Whether checkpoints went back to SQLite's own, on the event loop, for as long as the store is
-   * open: the checkpoint thread failed or could not start.
+   * Whether checkpoints are SQLite's own, on the event loop: the checkpoint thread failed or could
+   * not start, and has not yet run a pass since (it is tried again now and then).
    */
   handedBack(): boolean;
 }

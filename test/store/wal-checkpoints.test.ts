@@ -8,6 +8,7 @@ import Database from 'better-sqlite3';
 import type { PlantStore } from '../../src/store/plant-store';
 import {
   openSqlitePlantStore,
+  type SqliteStoreOptions,
   type SqliteSynchronous,
 } from '../../src/store/sqlite/sqlite-plant-store';
 import { descriptorsOf } from '../support/descriptors';
@@ -29,25 +30,25 @@ afterEach(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-function openOver(
-  synchronous: SqliteSynchronous,
-  onCheckpointsHandedBack?: (reason: string) => void,
-): PlantStore {
+/** What the store tells of its checkpoints' hand-backs. */
+type CheckpointEvents = Pick<
+  SqliteStoreOptions,
+  'onCheckpointsHandedBack' | 'onCheckpointsTakenBack'
+>;
+
+function openOver(synchronous: SqliteSynchronous, events: CheckpointEvents = {}): PlantStore {
   return openSqlitePlantStore({
     path: file,
     synchronous,
     busyTimeoutMs: 1000,
     checkpointEveryWrites: EVERY,
-    onCheckpointsHandedBack,
+    ...events,
   });
 }
 
 /** The store of the test, closed after it. */
-function open(
-  synchronous: SqliteSynchronous,
-  onCheckpointsHandedBack?: (reason: string) => void,
-): PlantStore {
-  store = openOver(synchronous, onCheckpointsHandedBack);
+function open(synchronous: SqliteSynchronous, events: CheckpointEvents = {}): PlantStore {
+  store = openOver(synchronous, events);
   return store;
 }
 
@@ -120,7 +121,7 @@ async function rowsInFileAlone(): Promise<number> {
  * limits a test could set itself). Resolves with how many threads were asked for.
  */
 async function withThreads(
-  thread: () => workerThreads.Worker,
+  thread: (...args: ConstructorParameters<typeof workerThreads.Worker>) => workerThreads.Worker,
   body: () => Promise<void>,
 ): Promise<number> {
   const threads = jest.spyOn(workerThreads, 'Worker').mockImplementation(thread);
@@ -189,18 +190,20 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
       `the checkpoint thread failed: ${OUT_OF_MEMORY} (ERR_WORKER_OUT_OF_MEMORY)`,
     ],
   ])(
-    'answers every write as stored when %s, lets SQLite checkpoint instead, and says why once',
+    'answers every write as stored when %s, lets SQLite checkpoint instead, tries the thread again less and less often, and says why at each failure',
     async (_, thread, reason) => {
       const reasons: string[] = [];
       const attempts = await withThreads(thread, () =>
         writeInBatches(
-          open(mode, (each) => reasons.push(each)),
+          open(mode, { onCheckpointsHandedBack: (each) => reasons.push(each) }),
           300,
           10,
         ),
       );
-      expect(attempts).toBe(1);
-      expect(reasons).toEqual([reason]);
+      // Tried at 100 writes, then 200, 400 and 800 writes after each failure (about 300, 700 and
+      // 1,500 writes in); the next try would come at about 3,100.
+      expect(attempts).toBe(4);
+      expect(reasons).toEqual([reason, reason, reason, reason]);
       expect(store!.walCheckpoints?.handedBack()).toBe(true);
 
       // SQLite's own checkpoints (every 1,000 pages) kept the WAL from growing past 3,000 frames.
@@ -213,16 +216,43 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     let told = 0;
     await withThreads(noThread, () =>
       writeInBatches(
-        open(mode, () => {
-          told++;
-          throw new Error('a listener that fails');
+        open(mode, {
+          onCheckpointsHandedBack: () => {
+            told++;
+            throw new Error('a listener that fails');
+          },
         }),
         300,
         10,
       ),
     );
-    expect(told).toBe(1);
+    expect(told).toBe(4);
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
+  });
+
+  it('takes the checkpoints back once the thread, tried again, works, and says so once', async () => {
+    const RealWorker = workerThreads.Worker;
+    const reasons: string[] = [];
+    let takenBack = 0;
+    let tries = 0;
+    const attempts = await withThreads(
+      (...args) => (tries++ === 0 ? noThread() : new RealWorker(...args)),
+      async () => {
+        const target = open(mode, {
+          onCheckpointsHandedBack: (reason) => reasons.push(reason),
+          onCheckpointsTakenBack: () => takenBack++,
+        });
+        // The thread cannot start at 100 writes; tried again 200 writes later, it starts.
+        await writeInBatches(target, 30, 10);
+        expect(reasons).toHaveLength(1);
+        await writeInBatches(target, 270, 10, 300);
+      },
+    );
+    expect(attempts).toBe(2);
+    expect(takenBack).toBe(1);
+    expect(store!.walCheckpoints?.handedBack()).toBe(false);
+    // The thread's checkpoints copy the WAL into the file and restart it, as before the failure.
+    expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
   });
 
   it('keeps every answered write across a close and a reopen, and leaves no WAL behind', async () => {

@@ -43,10 +43,12 @@ export interface SqliteStoreOptions {
    */
   readonly checkpointAtOpen?: boolean;
   /**
-   * Hears, once, why the WAL's checkpoints went back to SQLite's own, on the event loop: the
-   * checkpoint thread failed or could not start (see WalCheckpointOptions.onHandedBack).
+   * Hears why the WAL's checkpoints went back to SQLite's own, on the event loop: the checkpoint
+   * thread failed or could not start (see WalCheckpointOptions.onHandedBack).
    */
   readonly onCheckpointsHandedBack?: ((reason: string) => void) | undefined;
+  /** Hears that they came back to the thread (see WalCheckpointOptions.onTakenBack). */
+  readonly onCheckpointsTakenBack?: (() => void) | undefined;
 }
 
 interface TokenRow {
@@ -145,6 +147,7 @@ export function openSqlitePlantStore(options: SqliteStoreOptions): PlantStore {
         everyWrites: options.checkpointEveryWrites ?? DEFAULT_CHECKPOINT_EVERY_WRITES,
         closeTimeoutMs: options.syncTimeoutMs,
         onHandedBack: options.onCheckpointsHandedBack,
+        onTakenBack: options.onCheckpointsTakenBack,
       }),
     );
   } catch (error) {

@@ -24,18 +24,33 @@ const MAX_PASSES = 3;
  */
 const HARD_LIMIT_FACTOR = 3;
 
+/**
+ * After a hand-back to SQLite, the thread is tried again once this many times `everyWrites` more
+ * writes are committed, twice as many after each failure in a row, up to MAX_RETRY_FACTOR times
+ * (about a million writes at the default): a want of descriptors or of threads passes, and a thread
+ * that fails every time costs a warning a million writes.
+ */
+const FIRST_RETRY_FACTOR = 2;
+const MAX_RETRY_FACTOR = 64;
+
 export interface WalCheckpointOptions {
   /** Writes between two checkpoints (see DEFAULT_CHECKPOINT_EVERY_WRITES). */
   readonly everyWrites: number;
   /** How long close waits for a pass under way (0 or absent: as long as it takes). */
   readonly closeTimeoutMs?: number | undefined;
   /**
-   * Hears, once, that the checkpoint thread failed or could not start, with what failed and why:
-   * SQLite's own checkpoints, inside the commits on the event loop, take over for as long as the
-   * store is open, and the tail of the requests' latency grows with the table (see
-   * createWalCheckpoints). Called synchronously, after a commit; what it throws is dropped.
+   * Hears that the checkpoint thread failed or could not start, with what failed and why: SQLite's
+   * own checkpoints, inside the commits on the event loop, take over until the thread works again,
+   * and meanwhile the tail of the requests' latency grows with the table (see
+   * createWalCheckpoints). Called once a hand-back, synchronously, after a commit; what it throws is
+   * dropped.
    */
   readonly onHandedBack?: ((reason: string) => void) | undefined;
+  /**
+   * Hears that the thread, tried again after a hand-back, has run a pass: checkpoints are off the
+   * event loop again. Called once a hand-back that ends so; what it throws is dropped.
+   */
+  readonly onTakenBack?: (() => void) | undefined;
 }
 
 /** Hooks the group commit calls around each transaction; see createWalCheckpoints. */
@@ -183,7 +198,7 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
 class CheckpointThread {
   private readonly worker: Worker;
   private pending: ((reply: Reply) => void) | undefined;
-  private exited = false;
+  private hasExited = false;
   private readonly exit: Promise<void>;
 
   constructor(file: string, fd: number, onFailure: (reason: string) => void) {
@@ -197,7 +212,7 @@ class CheckpointThread {
     this.worker.on('error', (error) => onFailure(failure('the checkpoint thread failed', error)));
     this.exit = new Promise((resolve) =>
       this.worker.once('exit', (code) => {
-        this.exited = true;
+        this.hasExited = true;
         this.answer({ error: `the checkpoint thread exited (${code})` });
         resolve();
       }),
@@ -208,6 +223,11 @@ class CheckpointThread {
     const pending = this.pending;
     this.pending = undefined;
     pending?.(reply);
+  }
+
+  /** Whether the thread has exited (after a failure, or once closed): it runs no more passes. */
+  get exited(): boolean {
+    return this.hasExited;
   }
 
   /** Whether a pass has been asked for and not answered. */
@@ -253,8 +273,10 @@ class CheckpointThread {
  *
  * Durability is SQLite's: each checkpoint syncs the WAL before it copies and the database file
  * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
- * If the thread fails, the connection checkpoints by itself again as SQLite does by default. The
- * thread starts at the first checkpoint, so a store that writes little never starts it.
+ * If the thread fails, the connection checkpoints by itself again as SQLite does by default, until
+ * the thread, tried again after FIRST_RETRY_FACTOR times `everyWrites` writes (twice as many after
+ * each failure in a row, up to MAX_RETRY_FACTOR), has run a pass. The thread starts at the first
+ * checkpoint, so a store that writes little never starts it.
  *
  * Except when the thread's sync of the database file fails: a pass that stops short of the WAL's
  * end marks its frames copied without syncing the database file (SQLite syncs it only when a
@@ -267,17 +289,23 @@ class CheckpointThread {
  *
  * `closeTimeoutMs` (0: none) bounds how long close waits for a pass under way: a disk that stopped
  * answering would hold its sync, and a shutdown with it, for good (see close). `onHandedBack`
- * hears, once, why checkpoints went back to SQLite (see WalCheckpointOptions).
+ * hears why checkpoints went back to SQLite, and `onTakenBack` that they came back to the thread
+ * (see WalCheckpointOptions).
  */
 export function createWalCheckpoints(
   db: Database.Database,
   file: string,
-  { everyWrites, closeTimeoutMs = 0, onHandedBack }: WalCheckpointOptions,
+  { everyWrites, closeTimeoutMs = 0, onHandedBack, onTakenBack }: WalCheckpointOptions,
 ): WalCheckpoints {
   db.pragma('wal_autocheckpoint = 0');
   let thread: CheckpointThread | undefined;
   let databaseFile: ReturnType<typeof acquireDatabaseFile> | undefined;
+  /** Checkpoints are SQLite's own since the thread failed; `writes` then counts toward a retry. */
   let failed = false;
+  let retryFactor = FIRST_RETRY_FACTOR;
+  let retryAfterWrites = 0;
+  /** The thread is being tried again: its first pass that succeeds takes the checkpoints back. */
+  let retrying = false;
   let syncFailure: Error | undefined;
   let reportSyncFailure: (error: Error) => void = () => undefined;
   const syncFailed = new Promise<Error>((resolve) => (reportSyncFailure = resolve));
@@ -285,17 +313,42 @@ export function createWalCheckpoints(
   let phase: 'idle' | 'background' | 'tail' = 'idle';
   let background: Promise<void> = Promise.resolve();
 
+  /**
+   * Calls a listener. Its failure is not the store's: it runs after commits whose writes are on
+   * disk, and must not turn their answers into errors.
+   */
+  const tell = (listener: () => void) => {
+    try {
+      listener();
+    } catch {
+      // Dropped (see above).
+    }
+  };
+
   const fallBack = (reason: string) => {
     if (failed) return;
     failed = true;
+    retrying = false;
     phase = 'idle';
+    writes = 0;
+    retryAfterWrites = retryFactor * everyWrites;
+    retryFactor = Math.min(2 * retryFactor, MAX_RETRY_FACTOR);
     db.pragma('wal_autocheckpoint = 1000');
-    try {
-      onHandedBack?.(reason);
-    } catch {
-      // A listener's failure is not the store's: fallBack runs after commits whose writes are on
-      // disk, and must not turn their answers into errors.
-    }
+    if (onHandedBack !== undefined) tell(() => onHandedBack(reason));
+  };
+
+  /**
+   * After a hand-back, once enough writes are committed and nothing of the thread that failed is
+   * pending: the store's connection stops checkpointing by itself, and a checkpoint is due now.
+   */
+  const retry = (): boolean => {
+    if (writes < retryAfterWrites || thread?.passing === true) return false;
+    if (thread?.exited === true) thread = undefined;
+    failed = false;
+    retrying = true;
+    db.pragma('wal_autocheckpoint = 0');
+    writes = everyWrites;
+    return true;
   };
 
   /**
@@ -317,6 +370,11 @@ export function createWalCheckpoints(
         }
         const error = Object.assign(new Error(reply.error), { code: reply.code });
         return fallBack(failure('a checkpoint on the thread failed', error));
+      }
+      if (retrying) {
+        retrying = false;
+        retryFactor = FIRST_RETRY_FACTOR;
+        if (onTakenBack !== undefined) tell(onTakenBack);
       }
       if (writes - writesBefore <= FEW_FOR_THE_END) return;
     }
@@ -350,8 +408,8 @@ export function createWalCheckpoints(
       return undefined;
     },
     afterCommit(count) {
-      if (failed) return;
       writes += count;
+      if (failed && !retry()) return;
       if (phase !== 'idle' || writes < everyWrites) return;
       // No descriptor (too many open files) or no thread (the limit of the process's threads,
       // ERR_WORKER_INIT_FAILED): SQLite's own checkpoints take over. Nothing here may throw, as it
@@ -374,7 +432,8 @@ export function createWalCheckpoints(
       });
     },
     passing: () => thread?.passing === true,
-    handedBack: () => failed,
+    // Until a retried thread has run a pass, checkpoints are still SQLite's.
+    handedBack: () => failed || retrying,
     async close() {
       if (!(await settlesWithin(background, closeTimeoutMs))) return false;
       await thread?.close();
