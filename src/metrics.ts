@@ -162,7 +162,7 @@ export function createMetrics(options: { droppedLogLines?: () => number } = {}):
       if (checkpoints !== undefined) {
         new Gauge({
           name: 'sqlite_wal_checkpoints_handed_back',
-          help: "1 once the SQLite store's checkpoint thread failed or could not start: SQLite checkpoints the WAL inside commits, on the event loop, until a restart (see the log's warning for why).",
+          help: "1 while the SQLite store's checkpoint thread has failed or could not start and, tried again, has not yet seen a checkpoint through: SQLite checkpoints the WAL inside commits, on the event loop (see the log's warnings for why).",
           registers: [registry],
           collect() {
             this.set(checkpoints.handedBack() ? 1 : 0);

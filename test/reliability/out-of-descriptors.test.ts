@@ -21,9 +21,20 @@ import { startService, type Service } from './support/service';
 /** Requests a connection has in flight at a time, written together (pipelined). */
 const IN_FLIGHT = 200;
 
-/** Lowers the limit on open files of a running process: no descriptor of `limit` or over opens. */
-function limitOpenFiles(pid: number, limit: number): void {
-  execFileSync('prlimit', ['--pid', String(pid), `--nofile=${limit}:${limit}`]);
+/** The soft and hard limits on open files of a running process. */
+function openFilesLimits(pid: number): [string, string] {
+  const output = execFileSync(
+    'prlimit',
+    ['--pid', String(pid), '--nofile', '--output=SOFT,HARD', '--noheadings'],
+    { encoding: 'utf8' },
+  );
+  const [soft, hard] = output.trim().split(/\s+/);
+  return [soft!, hard!];
+}
+
+/** Sets the soft limit on open files of a running process: no descriptor of `soft` or over opens. */
+function limitOpenFiles(pid: number, soft: string, hard: string): void {
+  execFileSync('prlimit', ['--pid', String(pid), `--nofile=${soft}:${hard}`]);
 }
 
 /**
@@ -120,7 +131,8 @@ describe('a server out of file descriptors', () => {
     }
     const held = descriptorNumbers(pid);
     const limit = Math.max(...held) + 1;
-    limitOpenFiles(pid, limit);
+    const [soft, hard] = openFilesLimits(pid);
+    limitOpenFiles(pid, String(limit), hard);
 
     // Free numbers below the limit are taken first; the connections past them cannot be accepted,
     // and libuv closes them at once with a descriptor it keeps in reserve for that.
@@ -148,13 +160,16 @@ describe('a server out of file descriptors', () => {
     await waitFor('the checkpoints handed back, logged', () => linesSaying(HANDED_BACK).length > 0);
 
     // With the flood gone, and its descriptors closed by the server, a new connection is accepted
-    // and served. (One that came while the server still held them would be closed unserved.)
+    // and served. (One that came while the server still held them would be closed unserved.) The
+    // limit goes back to what it was: descriptors are free again, as when a flood ends at the
+    // process's own limit.
     for (const socket of flood) socket.destroy();
     await waitFor(
       "the flood's descriptors closed by the server",
       () => descriptorNumbers(pid).length <= held.length,
       5000,
     );
+    limitOpenFiles(pid, soft, hard);
     const late = await open();
     expect(await createOver(late, service.token, ids(next++, 1))).toEqual([200]);
     const handedBack = async () =>
@@ -165,15 +180,22 @@ describe('a server out of file descriptors', () => {
     expect(await handedBack()).toBe(1);
 
     // Tried again twice DEFAULT_CHECKPOINT_EVERY_WRITES writes after the hand-back (which came
-    // before the last of the writes above), the thread starts with free descriptors and runs a
-    // pass. Each writer sends DEFAULT_CHECKPOINT_EVERY_WRITES, twice that in all.
+    // before the last of the writes above), the thread starts, with descriptors free, and runs its
+    // passes; the next commit after them ends the checkpoint, and the thread has it back. Each
+    // writer sends DEFAULT_CHECKPOINT_EVERY_WRITES, twice that in all, then a few more until then.
     const again = DEFAULT_CHECKPOINT_EVERY_WRITES;
     const more = await Promise.all(
       writers.map((writer, i) => createOver(writer, service.token, ids(next + i * again, again))),
     );
     expect(more.flat().filter((status) => status !== 200)).toEqual([]);
     next += 2 * again;
-    await waitFor('the checkpoints taken back, logged', () => linesSaying(TAKEN_BACK).length > 0);
+    const deadline = Date.now() + 60_000;
+    while (linesSaying(TAKEN_BACK).length === 0) {
+      if (Date.now() > deadline) throw new Error('the checkpoints taken back: not logged in 60 s');
+      expect(await createOver(late, service.token, ids(next, 10))).toEqual(Array(10).fill(200));
+      next += 10;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     expect(await handedBack()).toBe(0);
 
     // A stop closes the store as usual: every answered write is in the file. Its log, read whole

@@ -25,6 +25,7 @@ beforeEach(() => {
   file = path.join(dir, 'plants.sqlite');
 });
 afterEach(async () => {
+  jest.restoreAllMocks();
   await store?.close();
   store = undefined;
   fs.rmSync(dir, { recursive: true, force: true });
@@ -162,6 +163,34 @@ function failingThread(): workerThreads.Worker {
   return thread as unknown as workerThreads.Worker;
 }
 
+/**
+ * Threads that fail at their first pass with an `error` event, as failingThread's, but exit only
+ * when `exit` is called: until then the pass they were asked for stays unanswered.
+ */
+function threadsExitingLater(): { thread: () => workerThreads.Worker; exit: () => void } {
+  const running: EventEmitter[] = [];
+  return {
+    thread: () => {
+      const thread = Object.assign(new EventEmitter(), {
+        postMessage(message: string) {
+          setImmediate(() => {
+            if (message !== 'pass') return;
+            thread.emit(
+              'error',
+              Object.assign(new Error(OUT_OF_MEMORY), { code: 'ERR_WORKER_OUT_OF_MEMORY' }),
+            );
+          });
+        },
+      });
+      running.push(thread);
+      return thread as unknown as workerThreads.Worker;
+    },
+    exit: () => {
+      for (const thread of running.splice(0)) thread.emit('exit', 1);
+    },
+  };
+}
+
 describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchronous=%s)', (mode) => {
   it('copies the WAL into the database file and restarts it, keeping it far below its unchecked size', async () => {
     const target = open(mode);
@@ -230,8 +259,26 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 1200);
   });
 
+  it('tries the thread again only once the one that failed has exited', async () => {
+    const threads = threadsExitingLater();
+    const reasons: string[] = [];
+    const attempts = await withThreads(threads.thread, async () => {
+      const target = open(mode, { onCheckpointsHandedBack: (reason) => reasons.push(reason) });
+      // It fails at 100 writes; its pass unanswered, no other thread is tried 200 writes later.
+      await writeInBatches(target, 100, 10);
+      expect(reasons).toHaveLength(1);
+      threads.exit();
+      // Once it has exited, the next commit tries another, which fails in turn.
+      await writeInBatches(target, 100, 10, 1000);
+      threads.exit();
+    });
+    expect(attempts).toBe(2);
+    expect(reasons).toHaveLength(2);
+  });
+
   it('takes the checkpoints back once the thread, tried again, works, and says so once', async () => {
     const RealWorker = workerThreads.Worker;
+    const pragma = jest.spyOn(Database.prototype, 'pragma');
     const reasons: string[] = [];
     let takenBack = 0;
     let tries = 0;
@@ -251,6 +298,15 @@ describe.each<SqliteSynchronous>(['FULL', 'NORMAL'])('WAL checkpoints (synchrono
     expect(attempts).toBe(2);
     expect(takenBack).toBe(1);
     expect(store!.walCheckpoints?.handedBack()).toBe(false);
+    // The store's connection left checkpoints to the thread, to SQLite, then to the thread again.
+    const autocheckpoints = pragma.mock.calls
+      .map(([source]) => source)
+      .filter((source) => source.startsWith('wal_autocheckpoint'));
+    expect(autocheckpoints).toEqual([
+      'wal_autocheckpoint = 0',
+      'wal_autocheckpoint = 1000',
+      'wal_autocheckpoint = 0',
+    ]);
     // The thread's checkpoints copy the WAL into the file and restart it, as before the failure.
     expect(await rowsInFileAlone()).toBeGreaterThanOrEqual(3000 - 3 * EVERY - 500);
   });

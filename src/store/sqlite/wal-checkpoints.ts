@@ -42,13 +42,13 @@ export interface WalCheckpointOptions {
    * Hears that the checkpoint thread failed or could not start, with what failed and why: SQLite's
    * own checkpoints, inside the commits on the event loop, take over until the thread works again,
    * and meanwhile the tail of the requests' latency grows with the table (see
-   * createWalCheckpoints). Called once a hand-back, synchronously, after a commit; what it throws is
-   * dropped.
+   * createWalCheckpoints). Called once a hand-back, after a commit or on the thread's failure;
+   * what it throws is dropped.
    */
   readonly onHandedBack?: ((reason: string) => void) | undefined;
   /**
-   * Hears that the thread, tried again after a hand-back, has run a pass: checkpoints are off the
-   * event loop again. Called once a hand-back that ends so; what it throws is dropped.
+   * Hears that the thread, tried again after a hand-back, has seen a checkpoint through: checkpoints
+   * are off the event loop again. Called once a hand-back that ends so; what it throws is dropped.
    */
   readonly onTakenBack?: (() => void) | undefined;
 }
@@ -198,7 +198,8 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
 class CheckpointThread {
   private readonly worker: Worker;
   private pending: ((reply: Reply) => void) | undefined;
-  private hasExited = false;
+  /** It failed (an `error` event, its exit to follow) or exited: it runs no more passes. */
+  private ended = false;
   private readonly exit: Promise<void>;
 
   constructor(file: string, fd: number, onFailure: (reason: string) => void) {
@@ -209,10 +210,13 @@ class CheckpointThread {
       resourceLimits: { maxYoungGenerationSizeMb: 1, maxOldGenerationSizeMb: 16 },
     });
     this.worker.on('message', (reply: Reply) => this.answer(reply));
-    this.worker.on('error', (error) => onFailure(failure('the checkpoint thread failed', error)));
+    this.worker.on('error', (error) => {
+      this.ended = true;
+      onFailure(failure('the checkpoint thread failed', error));
+    });
     this.exit = new Promise((resolve) =>
       this.worker.once('exit', (code) => {
-        this.hasExited = true;
+        this.ended = true;
         this.answer({ error: `the checkpoint thread exited (${code})` });
         resolve();
       }),
@@ -225,9 +229,9 @@ class CheckpointThread {
     pending?.(reply);
   }
 
-  /** Whether the thread has exited (after a failure, or once closed): it runs no more passes. */
+  /** Whether the thread has failed or exited: it runs no more passes. */
   get exited(): boolean {
-    return this.hasExited;
+    return this.ended;
   }
 
   /** Whether a pass has been asked for and not answered. */
@@ -275,8 +279,8 @@ class CheckpointThread {
  * before it lets the WAL restart (the thread's own sync only moves most of that work earlier).
  * If the thread fails, the connection checkpoints by itself again as SQLite does by default, until
  * the thread, tried again after FIRST_RETRY_FACTOR times `everyWrites` writes (twice as many after
- * each failure in a row, up to MAX_RETRY_FACTOR), has run a pass. The thread starts at the first
- * checkpoint, so a store that writes little never starts it.
+ * each failure in a row, up to MAX_RETRY_FACTOR), has seen a checkpoint through to its end. The
+ * thread starts at the first checkpoint, so a store that writes little never starts it.
  *
  * Except when the thread's sync of the database file fails: a pass that stops short of the WAL's
  * end marks its frames copied without syncing the database file (SQLite syncs it only when a
@@ -304,7 +308,7 @@ export function createWalCheckpoints(
   let failed = false;
   let retryFactor = FIRST_RETRY_FACTOR;
   let retryAfterWrites = 0;
-  /** The thread is being tried again: its first pass that succeeds takes the checkpoints back. */
+  /** The thread is being tried again: the first checkpoint it sees through takes them back. */
   let retrying = false;
   let syncFailure: Error | undefined;
   let reportSyncFailure: (error: Error) => void = () => undefined;
@@ -338,8 +342,10 @@ export function createWalCheckpoints(
   };
 
   /**
-   * After a hand-back, once enough writes are committed and nothing of the thread that failed is
-   * pending: the store's connection stops checkpointing by itself, and a checkpoint is due now.
+   * After a hand-back, once enough writes are committed and no pass of the thread that failed is
+   * pending: the store's connection stops checkpointing by itself, and a checkpoint is due now. A
+   * thread that failed or exited is replaced; one whose pass failed (an error of SQLite's, its
+   * connection open) is asked again.
    */
   const retry = (): boolean => {
     if (writes < retryAfterWrites || thread?.passing === true) return false;
@@ -371,11 +377,6 @@ export function createWalCheckpoints(
         const error = Object.assign(new Error(reply.error), { code: reply.code });
         return fallBack(failure('a checkpoint on the thread failed', error));
       }
-      if (retrying) {
-        retrying = false;
-        retryFactor = FIRST_RETRY_FACTOR;
-        if (onTakenBack !== undefined) tell(onTakenBack);
-      }
       if (writes - writesBefore <= FEW_FOR_THE_END) return;
     }
   };
@@ -393,6 +394,12 @@ export function createWalCheckpoints(
         // Not the writes' failure: SQLite's own checkpoints take over, and COMMIT reports what persists.
         fallBack(failure('the end of a checkpoint failed', error));
       }
+    }
+    if (retrying && !failed) {
+      // A whole checkpoint again (the thread's passes and this end): the thread is back.
+      retrying = false;
+      retryFactor = FIRST_RETRY_FACTOR;
+      if (onTakenBack !== undefined) tell(onTakenBack);
     }
     phase = 'idle';
     writes = 0;
@@ -432,7 +439,7 @@ export function createWalCheckpoints(
       });
     },
     passing: () => thread?.passing === true,
-    // Until a retried thread has run a pass, checkpoints are still SQLite's.
+    // Until a retried thread has seen a checkpoint through, they are still SQLite's.
     handedBack: () => failed || retrying,
     async close() {
       if (!(await settlesWithin(background, closeTimeoutMs))) return false;
