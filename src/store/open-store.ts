@@ -3,15 +3,13 @@ import type { PlantStore } from './plant-store';
 import type * as PostgresStore from './postgres/postgres-plant-store';
 import type * as SqliteStore from './sqlite/sqlite-plant-store';
 
-/** What a store reports that fails no request: each store calls the one that concerns it. */
-export interface StoreEvents {
-  /** PostgreSQL's pool lost an idle connection (see PostgresStoreOptions). */
-  readonly onIdleConnectionLost?: ((error: Error) => void) | undefined;
-  /** SQLite's checkpoint thread failed or could not start (see SqliteStoreOptions). */
-  readonly onCheckpointsHandedBack?: ((reason: string) => void) | undefined;
-  /** SQLite's checkpoint thread, tried again, works (see SqliteStoreOptions). */
-  readonly onCheckpointsTakenBack?: (() => void) | undefined;
-}
+/**
+ * What a store reports that fails no request, as the stores' options declare it: PostgreSQL's pool
+ * lost an idle connection; SQLite's checkpoints went back to SQLite, or came back to the thread.
+ * Each store calls the ones that concern it.
+ */
+export type StoreEvents = Pick<PostgresStore.PostgresStoreOptions, 'onIdleConnectionLost'> &
+  Pick<SqliteStore.SqliteStoreOptions, 'onCheckpointsHandedBack' | 'onCheckpointsTakenBack'>;
 
 /**
  * Opens the store the configuration names: the embedded SQLite file by default, PostgreSQL when

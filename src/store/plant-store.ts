@@ -58,7 +58,7 @@ export interface OffLoopDiskCalls {
 export interface WalCheckpointState {
   /**
    * Whether checkpoints are SQLite's own, on the event loop: the checkpoint thread failed or could
-   * not start, and has not yet run a pass since (it is tried again now and then).
+   * not start, and has not yet seen a checkpoint through since (it is tried again now and then).
    */
   handedBack(): boolean;
 }

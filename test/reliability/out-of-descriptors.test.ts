@@ -147,14 +147,20 @@ describe('a server out of file descriptors', () => {
       5000,
     );
 
+    /** Creates `perWriter` plants over each writer at once, every one answered 200. */
+    const createOverEach = async (perWriter: number) => {
+      const statuses = await Promise.all(
+        writers.map((writer, i) =>
+          createOver(writer, service.token, ids(next + i * perWriter, perWriter)),
+        ),
+      );
+      expect(statuses.flat().filter((status) => status !== 200)).toEqual([]);
+      next += writers.length * perWriter;
+    };
+
     // Past DEFAULT_CHECKPOINT_EVERY_WRITES the checkpoint thread would start, with a descriptor of
     // its own.
-    const half = DEFAULT_CHECKPOINT_EVERY_WRITES / 2 + 1000;
-    const statuses = await Promise.all(
-      writers.map((writer, i) => createOver(writer, service.token, ids(next + i * half, half))),
-    );
-    expect(statuses.flat().filter((status) => status !== 200)).toEqual([]);
-    next += 2 * half;
+    await createOverEach(DEFAULT_CHECKPOINT_EVERY_WRITES / 2 + 1000);
     const linesSaying = (message: string) =>
       logLinesOf(service.server).filter((line) => line['message'] === message);
     await waitFor('the checkpoints handed back, logged', () => linesSaying(HANDED_BACK).length > 0);
@@ -183,12 +189,7 @@ describe('a server out of file descriptors', () => {
     // before the last of the writes above), the thread starts, with descriptors free, and runs its
     // passes; the next commit after them ends the checkpoint, and the thread has it back. Each
     // writer sends DEFAULT_CHECKPOINT_EVERY_WRITES, twice that in all, then a few more until then.
-    const again = DEFAULT_CHECKPOINT_EVERY_WRITES;
-    const more = await Promise.all(
-      writers.map((writer, i) => createOver(writer, service.token, ids(next + i * again, again))),
-    );
-    expect(more.flat().filter((status) => status !== 200)).toEqual([]);
-    next += 2 * again;
+    await createOverEach(DEFAULT_CHECKPOINT_EVERY_WRITES);
     const deadline = Date.now() + 60_000;
     while (linesSaying(TAKEN_BACK).length === 0) {
       if (Date.now() > deadline) throw new Error('the checkpoints taken back: not logged in 60 s');

@@ -142,6 +142,10 @@ const noThread = (): never => {
 /** What Node's error says when a thread goes past its heap's limit. */
 const OUT_OF_MEMORY = 'Worker terminated due to reaching memory limit: JS heap out of memory';
 
+/** The error a thread emits when it goes past its heap's limit. */
+const outOfMemory = () =>
+  Object.assign(new Error(OUT_OF_MEMORY), { code: 'ERR_WORKER_OUT_OF_MEMORY' });
+
 /**
  * A thread that fails at its first pass as one out of memory does: an `error` event, then its
  * exit, with code 1; asked to close, it exits with 0.
@@ -151,10 +155,7 @@ function failingThread(): workerThreads.Worker {
     postMessage(message: string) {
       setImmediate(() => {
         if (message === 'pass') {
-          thread.emit(
-            'error',
-            Object.assign(new Error(OUT_OF_MEMORY), { code: 'ERR_WORKER_OUT_OF_MEMORY' }),
-          );
+          thread.emit('error', outOfMemory());
         }
         thread.emit('exit', message === 'pass' ? 1 : 0);
       });
@@ -175,10 +176,7 @@ function threadsExitingLater(): { thread: () => workerThreads.Worker; exit: () =
         postMessage(message: string) {
           setImmediate(() => {
             if (message !== 'pass') return;
-            thread.emit(
-              'error',
-              Object.assign(new Error(OUT_OF_MEMORY), { code: 'ERR_WORKER_OUT_OF_MEMORY' }),
-            );
+            thread.emit('error', outOfMemory());
           });
         },
       });

@@ -230,7 +230,7 @@ class CheckpointThread {
   }
 
   /** Whether the thread has failed or exited: it runs no more passes. */
-  get exited(): boolean {
+  get over(): boolean {
     return this.ended;
   }
 
@@ -241,7 +241,7 @@ class CheckpointThread {
 
   /** Runs one PASSIVE checkpoint on the thread's connection. */
   pass(): Promise<Reply> {
-    if (this.exited) return Promise.resolve({ error: 'the checkpoint thread has exited' });
+    if (this.ended) return Promise.resolve({ error: 'the checkpoint thread has exited' });
     return new Promise((resolve) => {
       this.pending = resolve;
       this.worker.postMessage('pass');
@@ -249,7 +249,7 @@ class CheckpointThread {
   }
 
   async close(): Promise<void> {
-    if (!this.exited) this.worker.postMessage('close');
+    if (!this.ended) this.worker.postMessage('close');
     await this.exit;
   }
 }
@@ -349,7 +349,7 @@ export function createWalCheckpoints(
    */
   const retry = (): boolean => {
     if (writes < retryAfterWrites || thread?.passing === true) return false;
-    if (thread?.exited === true) thread = undefined;
+    if (thread?.over === true) thread = undefined;
     failed = false;
     retrying = true;
     db.pragma('wal_autocheckpoint = 0');
